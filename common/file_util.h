@@ -1,0 +1,18 @@
+#pragma once
+// Small file operations every layer needs, with errors that name the path.
+#include <filesystem>
+#include <string>
+
+namespace sluice {
+
+// Writes `content` to `path` so that a reader sees either the old file or the whole new one:
+// temp file in the same directory, fsync, rename. Throws Error (kind internal) naming the path.
+void write_file_atomically(const std::filesystem::path& path, const std::string& content);
+
+// The whole file as a string; throws naming the path.
+std::string read_file(const std::filesystem::path& path);
+
+// This machine's short host name.
+std::string host_name();
+
+}  // namespace sluice

@@ -1,0 +1,124 @@
+// sluice: one executable, one subcommand per job. This file parses the command line, starts MPI
+// and hands over to runtime/; it holds no logic of its own.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/mpi_session.h"
+#include "runtime/cache_commands.h"
+#include "runtime/prep_job.h"
+#include "runtime/settings.h"
+
+namespace {
+
+constexpr int exit_usage = 2;
+
+// Options every job shares: the config file and --set overrides.
+struct ConfigOptions {
+  std::string file;
+  std::vector<std::string> overrides;
+
+  void attach(CLI::App& command) {
+    command.add_option("-c,--config", file, "YAML config file; every key is optional (see `sluice config reference`)")
+        ->check(CLI::ExistingFile);
+    command.add_option("--set", overrides,
+                       "override one setting, e.g. --set features.n_mels=100 (repeatable; applied after the file)")
+        ->type_name("KEY=VALUE");
+  }
+
+  sluice::config::Config load() const {
+    return sluice::config::Config::load(sluice::runtime::settings_schema(), file, overrides);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "sluice keeps training GPUs fed: an offline cache of mel features and token ids in sharded "
+      "HDF5, prepared in parallel under mpirun/srun or in one process."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "sluice 0.1.0");
+
+  ConfigOptions prep_config;
+  std::string prep_corpus, prep_out;
+  bool prep_overwrite = false;
+  int prep_threads = -1;
+  auto* prep = app.add_subcommand(
+      "prep",
+      "Prepare the feature cache: corpus -> sharded HDF5 (mels, token ids). Run under `mpirun -np N` "
+      "or `srun` to split the work across ranks by audio duration; reruns keep finished shards.");
+  prep_config.attach(*prep);
+  prep->add_option("--corpus", prep_corpus, "corpus to read (sets corpus.path): LJSpeech folder or .jsonl manifest");
+  prep->add_option("-o,--out", prep_out, "cache directory to write (sets cache.dir)");
+  prep->add_option("--threads", prep_threads, "decode/feature threads per rank (sets prep.threads; 0 = auto)");
+  prep->add_flag("--overwrite", prep_overwrite,
+                 "replace an existing cache made from other settings or inputs (sets prep.overwrite)");
+
+  auto* cache = app.add_subcommand("cache", "Check or summarise a finished cache");
+  cache->require_subcommand(1);
+  std::string verify_dir, inspect_dir;
+  bool inspect_json = false;
+  auto* verify = cache->add_subcommand(
+      "verify", "Read every chunk of every shard (fletcher32), check offsets, counts and fingerprint; "
+                "exit 1 naming each faulty shard and sample");
+  verify->add_option("DIR", verify_dir, "cache directory")->required()->check(CLI::ExistingDirectory);
+  auto* inspect = cache->add_subcommand(
+      "inspect", "Totals, length histograms, per-language and per-speaker counts, vocabulary coverage");
+  inspect->add_option("DIR", inspect_dir, "cache directory")->required()->check(CLI::ExistingDirectory);
+  inspect->add_flag("--json", inspect_json, "print JSON instead of text");
+
+  auto* config = app.add_subcommand("config", "Show the configuration schema or an effective configuration");
+  config->require_subcommand(1);
+  auto* reference = config->add_subcommand("reference", "Every setting with its type, default and meaning (Markdown)");
+  ConfigOptions show_config;
+  auto* show = config->add_subcommand("show", "The effective configuration after the file and --set overrides (YAML)");
+  show_config.attach(*show);
+
+  CLI11_PARSE(app, argc, argv);
+
+  // Commands that never need other ranks run without MPI.
+  try {
+    if (*reference) {
+      std::cout << "# sluice configuration reference\n"
+                << sluice::runtime::settings_schema().reference_markdown();
+      return 0;
+    }
+    if (*show) {
+      std::cout << show_config.load().to_yaml();
+      return 0;
+    }
+    if (*verify) return sluice::runtime::run_cache_verify(verify_dir);
+    if (*inspect) return sluice::runtime::run_cache_inspect(inspect_dir, inspect_json);
+  } catch (const sluice::Error& error) {
+    sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
+    return error.kind() == sluice::ErrorKind::config ? exit_usage : 1;
+  }
+
+  sluice::MpiSession session(&argc, &argv);
+  try {
+    auto settings = prep_config.load();
+    if (!prep_corpus.empty()) settings.set("corpus.path", prep_corpus, "--corpus");
+    if (!prep_out.empty()) settings.set("cache.dir", prep_out, "--out");
+    if (prep_threads >= 0) settings.set("prep.threads", std::to_string(prep_threads), "--threads");
+    if (prep_overwrite) settings.set("prep.overwrite", "true", "--overwrite");
+    return sluice::runtime::run_prep(session, settings);
+  } catch (const sluice::Error& error) {
+    // A config error is the same on every rank: rank 0 says it once. Anything else is said by
+    // the rank that saw it, and the job is ended so that no other rank waits for this one.
+    if (error.kind() != sluice::ErrorKind::config || session.rank() == 0) {
+      sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
+    }
+    if (session.size() > 1 && error.kind() != sluice::ErrorKind::config) session.abort(1);
+    return error.kind() == sluice::ErrorKind::config ? exit_usage : 1;
+  } catch (const std::exception& error) {
+    sluice::log::get("launcher")->error("internal error: {}", error.what());
+    if (session.size() > 1) session.abort(1);
+    return 1;
+  }
+}

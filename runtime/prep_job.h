@@ -1,0 +1,33 @@
+#pragma once
+// `sluice prep`: the offline, MPI-parallel cache preparation job.
+//
+// Protocol (every exchange has the runtime.timeout_s deadline, see common/mpi_session.h):
+//  1. Every rank reads the corpus listing (metadata only; deterministic, so no messages).
+//  2. Rank r probes the audio headers of items r, r+N, r+2N, ... (duration, size, mtime) and
+//     sends them to rank 0.
+//  3. Rank 0 computes the fingerprint (settings + vocabulary + listing + every file's size and
+//     mtime), checks it against an existing cache, cuts the corpus into shards of
+//     cache.shard_size rows and assigns shards to ranks by audio duration (longest first to the
+//     least-loaded rank), and broadcasts this plan.
+//  4. Each rank writes its shards: a pool of decode/feature threads, one HDF5 writer thread,
+//     shards written under temporary names and renamed when complete. Shards already complete
+//     with the same fingerprint are kept. Every rank sends rank 0 a heartbeat with its progress
+//     every prep.progress_interval_s; rank 0 pings the others at the same interval. Silence for
+//     longer than runtime.timeout_s is an error naming the silent rank.
+//  5. Each rank sends rank 0 its result. Only when every rank succeeded does rank 0 write
+//     rejects.jsonl, index.h5 and, last, manifest.json; then it broadcasts the exit code.
+#include "common/config.h"
+#include "common/mpi_session.h"
+
+namespace sluice::runtime {
+
+// Exit codes of `sluice prep`.
+constexpr int prep_ok = 0;
+constexpr int prep_failed = 1;
+constexpr int prep_refused = 2;        // existing cache made with other settings/inputs
+constexpr int prep_too_many_rejects = 3;
+
+// Runs the job on every rank of `session`; returns the same exit code on every rank.
+int run_prep(const MpiSession& session, const config::Config& config);
+
+}  // namespace sluice::runtime

@@ -1,0 +1,148 @@
+#include "runtime/settings.h"
+
+#include <nlohmann/json.hpp>
+
+namespace sluice::runtime {
+namespace {
+
+using config::Setting;
+using config::ValueType;
+
+config::Schema build_schema() {
+  config::Schema schema;
+  // corpus: what to read.
+  schema.add({"corpus.path", ValueType::string, "data/sample-corpus",
+              "LJSpeech folder (with metadata.csv and wavs/) or a .jsonl manifest"});
+  schema.add({"corpus.format", ValueType::string, "auto",
+              "corpus layout; auto picks ljspeech for a folder with metadata.csv, jsonl for a .jsonl file",
+              {"auto", "ljspeech", "jsonl"}});
+  schema.add({"corpus.text_column", ValueType::string, "normalized",
+              "LJSpeech text column: normalized (3rd, falling back to the 2nd when empty) or raw (2nd)",
+              {"normalized", "raw"}});
+  schema.add({"corpus.speaker", ValueType::string, "default",
+              "speaker name of samples whose corpus row names none"});
+  schema.add({"corpus.language", ValueType::string, "",
+              "language of samples whose row names none (en, fa, ar, ...); empty = detect from the script"});
+
+  // text: normalisation and tokenizer.
+  schema.add({"text.tokenizer", ValueType::string, "chars",
+              "token ids from characters (versioned built-in vocabulary) or espeak-ng IPA phonemes",
+              {"chars", "phonemes"}});
+  schema.add({"text.lowercase", ValueType::boolean, "true", "lowercase Latin text"});
+  schema.add({"text.expand_numbers", ValueType::boolean, "true",
+              "spell out numbers (English and Persian words)"});
+  schema.add({"text.expand_abbreviations", ValueType::boolean, "true",
+              "expand English abbreviations such as Mr. and Dr."});
+
+  // features: the log-mel spectrogram, equal to torchaudio's MelSpectrogram + log(clamp(x, floor)).
+  schema.add({"features.sample_rate", ValueType::integer, "22050",
+              "audio is resampled to this rate (Hz) before features", {}, 1000, 384000});
+  schema.add({"features.n_fft", ValueType::integer, "1024", "FFT size", {}, 16, 65536});
+  schema.add({"features.win_length", ValueType::integer, "1024",
+              "Hann window length, at most n_fft", {}, 16, 65536});
+  schema.add({"features.hop_length", ValueType::integer, "256", "samples between frames", {}, 1, 65536});
+  schema.add({"features.f_min", ValueType::number, "0", "lowest mel filter frequency (Hz)", {}, 0, 1e6});
+  schema.add({"features.f_max", ValueType::number, "8000",
+              "highest mel filter frequency (Hz), at most sample_rate/2", {}, 1, 1e6});
+  schema.add({"features.n_mels", ValueType::integer, "80", "mel bands", {}, 1, 1024});
+  schema.add({"features.power", ValueType::number, "1",
+              "exponent of the magnitude: 1 = magnitude (HiFi-GAN, Tacotron 2), 2 = power", {}, 0.1, 4});
+  schema.add({"features.mel_scale", ValueType::string, "slaney", "mel scale", {"slaney", "htk"}});
+  schema.add({"features.norm", ValueType::string, "slaney",
+              "filter normalisation: slaney (area) or none", {"slaney", "none"}});
+  schema.add({"features.center", ValueType::boolean, "true",
+              "pad n_fft/2 on both sides so frame t is centred on sample t*hop"});
+  schema.add({"features.pad_mode", ValueType::string, "reflect", "padding when centre is on",
+              {"reflect", "constant"}});
+  schema.add({"features.log_floor", ValueType::number, "1e-5",
+              "values are clamped to this before the log", {}, 1e-12, 1});
+
+  // cache: where and how the cache is written.
+  schema.add({"cache.dir", ValueType::string, "out/cache", "cache directory (created if missing)"});
+  schema.add({"cache.shard_size", ValueType::integer, "256",
+              "corpus rows per shard; shards are the unit of work, resume and lazy opening", {}, 1, 1000000});
+  schema.add({"cache.chunk_frames", ValueType::integer, "128",
+              "mel frames per HDF5 chunk (each chunk carries a fletcher32 checksum)", {}, 1, 1 << 20});
+  schema.add({"cache.gzip_level", ValueType::integer, "0",
+              "gzip level of shard datasets; 0 = off (fastest reads)", {}, 0, 9});
+
+  // prep: the preparation job.
+  schema.add({"prep.threads", ValueType::integer, "0",
+              "decode/feature threads per rank; 0 = the cores of this node divided by its ranks", {}, 0, 1024});
+  schema.add({"prep.min_seconds", ValueType::number, "0.5",
+              "clips shorter than this are rejected (too_short)", {}, 0, 1e6});
+  schema.add({"prep.max_seconds", ValueType::number, "20",
+              "clips longer than this are rejected (too_long)", {}, 0, 1e6});
+  schema.add({"prep.max_reject_fraction", ValueType::number, "0.05",
+              "more rejects than this fraction of the corpus fails the job (exit 3) and leaves no manifest",
+              {}, 0, 1});
+  schema.add({"prep.overwrite", ValueType::boolean, "false",
+              "replace a finished cache made with other settings or inputs instead of refusing"});
+  schema.add({"prep.progress_interval_s", ValueType::number, "2",
+              "seconds between progress lines (and rank heartbeats)", {}, 0.05, 3600});
+
+  // runtime: behaviour across ranks.
+  schema.add({"runtime.timeout_s", ValueType::number, "120",
+              "deadline of every wait across ranks; a rank silent for longer is named and the job "
+              "exits non-zero", {}, 0.1, 1e6});
+  return schema;
+}
+
+}  // namespace
+
+const config::Schema& settings_schema() {
+  static const config::Schema schema = build_schema();
+  return schema;
+}
+
+dataset::MelConfig mel_config(const config::Config& config) {
+  dataset::MelConfig mel;
+  mel.sample_rate = static_cast<int>(config.integer("features.sample_rate"));
+  mel.n_fft = static_cast<int>(config.integer("features.n_fft"));
+  mel.win_length = static_cast<int>(config.integer("features.win_length"));
+  mel.hop_length = static_cast<int>(config.integer("features.hop_length"));
+  mel.f_min = config.number("features.f_min");
+  mel.f_max = config.number("features.f_max");
+  mel.n_mels = static_cast<int>(config.integer("features.n_mels"));
+  mel.power = config.number("features.power");
+  mel.mel_scale = config.string("features.mel_scale");
+  mel.norm = config.string("features.norm");
+  mel.center = config.boolean("features.center");
+  mel.pad_mode = config.string("features.pad_mode");
+  mel.log_floor = config.number("features.log_floor");
+  mel.validate();
+  return mel;
+}
+
+dataset::TextConfig text_config(const config::Config& config) {
+  dataset::TextConfig text;
+  text.lowercase = config.boolean("text.lowercase");
+  text.expand_numbers = config.boolean("text.expand_numbers");
+  text.expand_abbreviations = config.boolean("text.expand_abbreviations");
+  return text;
+}
+
+dataset::CorpusOptions corpus_options(const config::Config& config) {
+  dataset::CorpusOptions options;
+  options.format = config.string("corpus.format");
+  options.text_column = config.string("corpus.text_column");
+  options.speaker = config.string("corpus.speaker");
+  options.language = config.string("corpus.language");
+  return options;
+}
+
+nlohmann::json output_settings(const config::Config& config) {
+  const nlohmann::json all = config.to_json();
+  nlohmann::json settings;
+  settings["features"] = all["features"];
+  settings["text"] = all["text"];
+  settings["corpus"] = all["corpus"];
+  settings["corpus"].erase("path");
+  settings["cache"] = all["cache"];
+  settings["cache"].erase("dir");
+  settings["prep"]["min_seconds"] = all["prep"]["min_seconds"];
+  settings["prep"]["max_seconds"] = all["prep"]["max_seconds"];
+  return settings;
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything sluice needs to build, test and run, from Debian's packages. Idempotent:
+# packages already present are not fetched again. Needs root (CI and the dev machines are root).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libopenmpi-dev openmpi-bin
+  libhdf5-dev hdf5-tools
+  libsndfile1-dev libsoxr-dev libfftw3-dev
+  libyaml-cpp-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libutf8proc-dev
+  libespeak-ng-dev espeak-ng sox
+  libgtest-dev libbenchmark-dev
+  python3-h5py python3-torchaudio python3-numpy
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing ${missing[*]}; run as root (or: sudo $0)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

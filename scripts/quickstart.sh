@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job on the built-in sample corpus: installs the dependencies, builds, makes the corpus,
+# prepares the feature cache with 3 MPI ranks, verifies and summarises it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+scripts/make-sample-corpus.sh data/sample-corpus
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+run_dir=${RUN_DIR:-runs/quickstart}
+mkdir -p "$run_dir"
+echo "== sluice prep: 3 ranks, sample corpus -> $run_dir/cache"
+mpirun -np 3 build/launcher/sluice prep -c configs/prep.yaml --corpus data/sample-corpus --out "$run_dir/cache"
+echo "== sluice cache verify"
+build/launcher/sluice cache verify "$run_dir/cache"
+echo "== sluice cache inspect"
+build/launcher/sluice cache inspect "$run_dir/cache"

@@ -1,0 +1,295 @@
+// `sluice prep` end to end: the real binary, real mpirun ranks, real HDF5 files.
+#include <signal.h>
+#include <sndfile.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cache/cache_reader.h"
+#include "cache/shard_reader.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int exit_code;
+  std::string output;
+};
+
+// Runs a shell command, returning its exit code and its stdout+stderr.
+Run run(const std::string& command) {
+  std::string output;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
+}
+
+std::string prep_command(int ranks, const fs::path& corpus, const fs::path& cache,
+                         const std::string& extra = "") {
+  std::string command = ranks > 1 ? std::string(SLUICE_MPIEXEC) + " -np " + std::to_string(ranks) + " " : "";
+  return command + SLUICE_BINARY + " prep --corpus " + corpus.string() + " --out " + cache.string() +
+         " --set cache.shard_size=16 --set prep.progress_interval_s=0.2 " + extra;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("sluice-prep-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::map<std::string, cache::Sample> samples_by_id(const fs::path& dir) {
+  auto reader = cache::CacheReader::open(dir);
+  std::map<std::string, cache::Sample> samples;
+  for (int64_t i = 0; i < reader.size(); ++i) {
+    auto sample = reader.read(i);
+    samples.emplace(sample.id, std::move(sample));
+  }
+  return samples;
+}
+
+void expect_same_samples(const fs::path& a, const fs::path& b) {
+  const auto left = samples_by_id(a), right = samples_by_id(b);
+  ASSERT_EQ(left.size(), right.size());
+  for (const auto& [id, sample] : left) {
+    auto other = right.find(id);
+    ASSERT_NE(other, right.end()) << id;
+    EXPECT_EQ(sample.n_frames, other->second.n_frames) << id;
+    EXPECT_EQ(sample.mel, other->second.mel) << id;  // bit-identical floats
+    EXPECT_EQ(sample.tokens, other->second.tokens) << id;
+  }
+}
+
+nlohmann::json manifest_of(const fs::path& dir) {
+  std::ifstream in(dir / "manifest.json");
+  return nlohmann::json::parse(in);
+}
+
+// The sample corpus, shared by the tests below: one clean one-process cache made once.
+class PrepJob : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    reference_ = scratch("reference");
+    const Run result = run(prep_command(1, SLUICE_SAMPLE_CORPUS, reference_));
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  static fs::path reference_;
+};
+fs::path PrepJob::reference_;
+
+TEST_F(PrepJob, OneProcessCacheIsCompleteAndVerifies) {
+  const auto manifest = manifest_of(reference_);
+  EXPECT_EQ(manifest["totals"]["samples"], 120);
+  EXPECT_EQ(manifest["totals"]["rejects"], 0);
+  const auto samples = samples_by_id(reference_);
+  ASSERT_EQ(samples.size(), 120u);
+  const auto& first = samples.at("LJS-EN-0001");
+  EXPECT_EQ(first.n_mels, 80);
+  EXPECT_GT(first.n_frames, 2 * 22050 / 256);  // clips are at least 2 s
+  EXPECT_FALSE(first.tokens.empty());
+  const Run verify = run(std::string(SLUICE_BINARY) + " cache verify " + reference_.string());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_TRUE(fs::exists(reference_ / "sluice-prep.yaml"));
+  EXPECT_TRUE(fs::exists(reference_ / "rejects.jsonl"));
+}
+
+TEST_F(PrepJob, ThreeRanksWriteTheSameSamplesAsOneProcess) {
+  const fs::path cache = scratch("three-ranks");
+  const Run result = run(prep_command(3, SLUICE_SAMPLE_CORPUS, cache));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(manifest_of(cache)["fingerprint"], manifest_of(reference_)["fingerprint"]);
+  expect_same_samples(reference_, cache);
+  // Every rank wrote shards: the summary table has a row per rank with a non-zero sample count.
+  for (const char* rank_row : {"\n0 ", "\n1 ", "\n2 "}) {
+    EXPECT_NE(result.output.find(rank_row), std::string::npos) << result.output;
+  }
+}
+
+TEST_F(PrepJob, RerunKeepsFinishedShardsAndStaleSettingsAreRefused) {
+  const fs::path cache = scratch("rerun");
+  ASSERT_EQ(run(prep_command(1, SLUICE_SAMPLE_CORPUS, cache)).exit_code, 0);
+  const auto shard = cache / "shard-00000.h5";
+  const auto written = fs::last_write_time(shard);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+
+  const Run again = run(prep_command(2, SLUICE_SAMPLE_CORPUS, cache));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(fs::last_write_time(shard), written);  // kept, not rewritten
+
+  const Run refused = run(prep_command(1, SLUICE_SAMPLE_CORPUS, cache, "--set features.n_mels=64"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("features.n_mels"), std::string::npos) << refused.output;
+  EXPECT_EQ(manifest_of(cache)["fingerprint"], manifest_of(reference_)["fingerprint"]);
+
+  const Run replaced = run(prep_command(1, SLUICE_SAMPLE_CORPUS, cache, "--set features.n_mels=64 --overwrite"));
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_EQ(cache::CacheReader::open(cache).n_mels(), 64);
+}
+
+TEST_F(PrepJob, KillNineMidwayThenRerunEqualsACleanRun) {
+  const fs::path cache = scratch("killed");
+  // Its own process group, so that kill -9 reaches mpirun and every rank at once.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setsid();
+    const std::string command = prep_command(2, SLUICE_SAMPLE_CORPUS, cache, "--threads 1") + " >/dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait for the first finished shard, then kill in the middle of the rest.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  bool some_written = false;
+  while (!some_written && std::chrono::steady_clock::now() < give_up) {
+    for (const auto& entry : fs::directory_iterator(cache)) {
+      const auto name = entry.path().filename().string();
+      some_written |= name.rfind("shard-", 0) == 0 && name.size() == std::string("shard-00000.h5").size();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(some_written);
+  ::kill(-child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the ranks' group die too
+
+  EXPECT_FALSE(fs::exists(cache / "manifest.json"));
+  // Whatever is at a shard's final name is a complete shard; the rest are temp names.
+  std::string fingerprint = manifest_of(reference_)["fingerprint"];
+  int complete = 0;
+  for (const auto& entry : fs::directory_iterator(cache)) {
+    const auto name = entry.path().filename().string();
+    if (name.size() == std::string("shard-00000.h5").size() && name.rfind("shard-", 0) == 0) {
+      EXPECT_TRUE(cache::is_complete_shard(entry.path(), fingerprint)) << name;
+      ++complete;
+    }
+  }
+  EXPECT_GE(complete, 1);
+
+  const Run rerun = run(prep_command(2, SLUICE_SAMPLE_CORPUS, cache));
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
+  const Run verify = run(std::string(SLUICE_BINARY) + " cache verify " + cache.string());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  expect_same_samples(reference_, cache);
+  for (const auto& entry : fs::directory_iterator(cache)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+}
+
+// --- bad input -------------------------------------------------------------------------------
+
+void write_wav(const fs::path& path, const std::vector<float>& samples, int format, int rate = 22050) {
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = 1;
+  info.format = SF_FORMAT_WAV | format;
+  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
+  ASSERT_NE(file, nullptr) << sf_strerror(nullptr);
+  if (!samples.empty()) sf_writef_float(file, samples.data(), static_cast<sf_count_t>(samples.size()));
+  sf_close(file);
+}
+
+std::vector<float> tone(double seconds) {
+  std::vector<float> samples(static_cast<size_t>(seconds * 22050));
+  for (size_t i = 0; i < samples.size(); ++i) samples[i] = 0.3f * std::sin(0.05f * float(i));
+  return samples;
+}
+
+TEST_F(PrepJob, EveryRejectReasonIsRecordedAndGoodSamplesKept) {
+  const fs::path corpus = scratch("bad-corpus");
+  fs::create_directories(corpus / "wavs");
+  std::string metadata;
+  for (const char* good : {"LJS-EN-0001", "LJS-EN-0002", "LJS-FA-0001"}) {
+    fs::copy_file(fs::path(SLUICE_SAMPLE_CORPUS) / "wavs" / (std::string(good) + ".wav"),
+                  corpus / "wavs" / (std::string(good) + ".wav"));
+    metadata += std::string(good) + "|A good clip number 1.|\n";
+  }
+  write_wav(corpus / "wavs" / "empty.wav", {}, SF_FORMAT_PCM_16);
+  std::ofstream(corpus / "wavs" / "garbage.wav") << "this is not audio at all, just text";
+  fs::copy_file(fs::path(SLUICE_SAMPLE_CORPUS) / "wavs" / "LJS-EN-0003.wav", corpus / "wavs" / "truncated.wav");
+  fs::resize_file(corpus / "wavs" / "truncated.wav", fs::file_size(corpus / "wavs" / "truncated.wav") / 2);
+  auto with_nan = tone(2.0);
+  with_nan[1000] = std::nanf("");
+  write_wav(corpus / "wavs" / "nan.wav", with_nan, SF_FORMAT_FLOAT);
+  write_wav(corpus / "wavs" / "short.wav", tone(0.2), SF_FORMAT_PCM_16);
+  write_wav(corpus / "wavs" / "long.wav", tone(25.0), SF_FORMAT_PCM_16);
+  write_wav(corpus / "wavs" / "silent-text.wav", tone(2.0), SF_FORMAT_PCM_16);
+  write_wav(corpus / "wavs" / "badutf8.wav", tone(2.0), SF_FORMAT_PCM_16);
+  metadata +=
+      "missing|no such file|\n"
+      "empty|an empty file|\n"
+      "garbage|not audio|\n"
+      "truncated|cut in half|\n"
+      "nan|not finite|\n"
+      "short|too short|\n"
+      "long|too long|\n"
+      "silent-text| |\n"
+      "a row without the separator\n"
+      "LJS-EN-0001|the same id again|\n"
+      "../../escape|leaves the root|\n"
+      "badutf8|\xff\xfe broken|\n";
+  std::ofstream(corpus / "metadata.csv") << metadata;
+
+  const fs::path cache = scratch("bad-cache");
+  const Run result = run(prep_command(2, corpus, cache, "--set prep.max_reject_fraction=1"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(samples_by_id(cache).size(), 3u);
+
+  std::map<std::string, std::string> reason_of;  // source line -> reason
+  std::ifstream rejects(cache / "rejects.jsonl");
+  for (std::string line; std::getline(rejects, line);) {
+    const auto reject = nlohmann::json::parse(line);
+    reason_of[reject["source"]] = reject["reason"];
+    EXPECT_FALSE(reject["detail"].get<std::string>().empty()) << line;
+  }
+  const std::map<std::string, std::string> expected = {
+      {"metadata.csv:4", "missing_audio"},     {"metadata.csv:5", "empty_audio"},
+      {"metadata.csv:6", "unreadable_audio"},  {"metadata.csv:7", "truncated_audio"},
+      {"metadata.csv:8", "non_finite_audio"},  {"metadata.csv:9", "too_short"},
+      {"metadata.csv:10", "too_long"},         {"metadata.csv:11", "empty_text"},
+      {"metadata.csv:12", "malformed_row"},    {"metadata.csv:13", "duplicate_id"},
+      {"metadata.csv:14", "path_escapes_root"}, {"metadata.csv:15", "invalid_text"}};
+  EXPECT_EQ(reason_of, expected);
+  EXPECT_EQ(manifest_of(cache)["totals"]["rejects"], 12);
+  EXPECT_NE(result.output.find("rejects by reason"), std::string::npos) << result.output;
+
+  // The same corpus under the default limit (5%) fails, names the limit, and writes no manifest.
+  const fs::path strict = scratch("bad-cache-strict");
+  const Run failed = run(prep_command(1, corpus, strict));
+  EXPECT_EQ(failed.exit_code, 3) << failed.output;
+  EXPECT_NE(failed.output.find("prep.max_reject_fraction"), std::string::npos) << failed.output;
+  EXPECT_FALSE(fs::exists(strict / "manifest.json"));
+  EXPECT_TRUE(fs::exists(strict / "rejects.jsonl"));
+}
+
+TEST_F(PrepJob, JsonlManifestGivesTheSameSamplesAsLjspeech) {
+  const fs::path cache = scratch("jsonl");
+  const Run result = run(prep_command(1, fs::path(SLUICE_SAMPLE_CORPUS) / "manifest.jsonl", cache));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto from_jsonl = samples_by_id(cache);
+  const auto from_ljspeech = samples_by_id(reference_);
+  ASSERT_EQ(from_jsonl.size(), from_ljspeech.size());
+  for (const auto& [id, sample] : from_ljspeech) EXPECT_EQ(from_jsonl.at(id).mel, sample.mel) << id;
+  EXPECT_EQ(manifest_of(cache)["languages"], nlohmann::json({"en", "fa"}));
+}
+
+TEST(PrepCommand, UnknownConfigKeyIsAUsageError) {
+  const Run result = run(std::string(SLUICE_BINARY) + " prep --set features.n_mel=3");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("did you mean 'features.n_mels'"), std::string::npos) << result.output;
+}
+
+}  // namespace
+}  // namespace sluice
