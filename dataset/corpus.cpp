@@ -16,15 +16,11 @@ bool is_blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n") == std::string::npos;
 }
 
-// True when `candidate`, resolved through symlinks as far as it exists, lies inside `root`.
+// True when `candidate` lies inside `root` by its path alone ("..", absolute paths). Symlinks are
+// followed without judgement: linking wavs/ to shared storage is a deliberate, common setup.
 bool inside(const fs::path& root, const fs::path& candidate) {
-  const fs::path resolved = fs::weakly_canonical(candidate);
-  auto root_it = root.begin();
-  auto it = resolved.begin();
-  for (; root_it != root.end() && !root_it->empty(); ++root_it, ++it) {
-    if (it == resolved.end() || *it != *root_it) return false;
-  }
-  return true;
+  const fs::path relative = candidate.lexically_normal().lexically_relative(root.lexically_normal());
+  return !relative.empty() && *relative.begin() != "..";
 }
 
 void reject(CorpusItem& item, RejectReason reason, std::string detail) {

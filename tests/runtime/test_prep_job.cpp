@@ -22,13 +22,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CommandResult {
   int exit_code;
   std::string output;
 };
 
 // Runs a shell command, returning its exit code and its stdout+stderr.
-Run run(const std::string& command) {
+CommandResult run(const std::string& command) {
   std::string output;
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   char buffer[4096];
@@ -39,7 +39,10 @@ Run run(const std::string& command) {
 
 std::string prep_command(int ranks, const fs::path& corpus, const fs::path& cache,
                          const std::string& extra = "") {
-  std::string command = ranks > 1 ? std::string(SLUICE_MPIEXEC) + " -np " + std::to_string(ranks) + " " : "";
+  // --oversubscribe: the tests start more ranks than CI's 2 cores.
+  std::string command = ranks > 1 ? std::string(SLUICE_MPIEXEC) + " --oversubscribe -np " +
+                                        std::to_string(ranks) + " "
+                                  : "";
   return command + SLUICE_BINARY + " prep --corpus " + corpus.string() + " --out " + cache.string() +
          " --set cache.shard_size=16 --set prep.progress_interval_s=0.2 " + extra;
 }
@@ -82,8 +85,10 @@ nlohmann::json manifest_of(const fs::path& dir) {
 class PrepJob : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);  // CI runs as root
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
     reference_ = scratch("reference");
-    const Run result = run(prep_command(1, SLUICE_SAMPLE_CORPUS, reference_));
+    const CommandResult result = run(prep_command(1, SLUICE_SAMPLE_CORPUS, reference_));
     ASSERT_EQ(result.exit_code, 0) << result.output;
   }
   static fs::path reference_;
@@ -100,7 +105,7 @@ TEST_F(PrepJob, OneProcessCacheIsCompleteAndVerifies) {
   EXPECT_EQ(first.n_mels, 80);
   EXPECT_GT(first.n_frames, 2 * 22050 / 256);  // clips are at least 2 s
   EXPECT_FALSE(first.tokens.empty());
-  const Run verify = run(std::string(SLUICE_BINARY) + " cache verify " + reference_.string());
+  const CommandResult verify = run(std::string(SLUICE_BINARY) + " cache verify " + reference_.string());
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
   EXPECT_TRUE(fs::exists(reference_ / "sluice-prep.yaml"));
   EXPECT_TRUE(fs::exists(reference_ / "rejects.jsonl"));
@@ -108,7 +113,7 @@ TEST_F(PrepJob, OneProcessCacheIsCompleteAndVerifies) {
 
 TEST_F(PrepJob, ThreeRanksWriteTheSameSamplesAsOneProcess) {
   const fs::path cache = scratch("three-ranks");
-  const Run result = run(prep_command(3, SLUICE_SAMPLE_CORPUS, cache));
+  const CommandResult result = run(prep_command(3, SLUICE_SAMPLE_CORPUS, cache));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(manifest_of(cache)["fingerprint"], manifest_of(reference_)["fingerprint"]);
   expect_same_samples(reference_, cache);
@@ -125,16 +130,16 @@ TEST_F(PrepJob, RerunKeepsFinishedShardsAndStaleSettingsAreRefused) {
   const auto written = fs::last_write_time(shard);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
 
-  const Run again = run(prep_command(2, SLUICE_SAMPLE_CORPUS, cache));
+  const CommandResult again = run(prep_command(2, SLUICE_SAMPLE_CORPUS, cache));
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(fs::last_write_time(shard), written);  // kept, not rewritten
 
-  const Run refused = run(prep_command(1, SLUICE_SAMPLE_CORPUS, cache, "--set features.n_mels=64"));
+  const CommandResult refused = run(prep_command(1, SLUICE_SAMPLE_CORPUS, cache, "--set features.n_mels=64"));
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("features.n_mels"), std::string::npos) << refused.output;
   EXPECT_EQ(manifest_of(cache)["fingerprint"], manifest_of(reference_)["fingerprint"]);
 
-  const Run replaced = run(prep_command(1, SLUICE_SAMPLE_CORPUS, cache, "--set features.n_mels=64 --overwrite"));
+  const CommandResult replaced = run(prep_command(1, SLUICE_SAMPLE_CORPUS, cache, "--set features.n_mels=64 --overwrite"));
   ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
   EXPECT_EQ(cache::CacheReader::open(cache).n_mels(), 64);
 }
@@ -178,9 +183,9 @@ TEST_F(PrepJob, KillNineMidwayThenRerunEqualsACleanRun) {
   }
   EXPECT_GE(complete, 1);
 
-  const Run rerun = run(prep_command(2, SLUICE_SAMPLE_CORPUS, cache));
+  const CommandResult rerun = run(prep_command(2, SLUICE_SAMPLE_CORPUS, cache));
   ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
-  const Run verify = run(std::string(SLUICE_BINARY) + " cache verify " + cache.string());
+  const CommandResult verify = run(std::string(SLUICE_BINARY) + " cache verify " + cache.string());
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
   expect_same_samples(reference_, cache);
   for (const auto& entry : fs::directory_iterator(cache)) {
@@ -243,7 +248,7 @@ TEST_F(PrepJob, EveryRejectReasonIsRecordedAndGoodSamplesKept) {
   std::ofstream(corpus / "metadata.csv") << metadata;
 
   const fs::path cache = scratch("bad-cache");
-  const Run result = run(prep_command(2, corpus, cache, "--set prep.max_reject_fraction=1"));
+  const CommandResult result = run(prep_command(2, corpus, cache, "--set prep.max_reject_fraction=1"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(samples_by_id(cache).size(), 3u);
 
@@ -267,7 +272,7 @@ TEST_F(PrepJob, EveryRejectReasonIsRecordedAndGoodSamplesKept) {
 
   // The same corpus under the default limit (5%) fails, names the limit, and writes no manifest.
   const fs::path strict = scratch("bad-cache-strict");
-  const Run failed = run(prep_command(1, corpus, strict));
+  const CommandResult failed = run(prep_command(1, corpus, strict));
   EXPECT_EQ(failed.exit_code, 3) << failed.output;
   EXPECT_NE(failed.output.find("prep.max_reject_fraction"), std::string::npos) << failed.output;
   EXPECT_FALSE(fs::exists(strict / "manifest.json"));
@@ -276,7 +281,7 @@ TEST_F(PrepJob, EveryRejectReasonIsRecordedAndGoodSamplesKept) {
 
 TEST_F(PrepJob, JsonlManifestGivesTheSameSamplesAsLjspeech) {
   const fs::path cache = scratch("jsonl");
-  const Run result = run(prep_command(1, fs::path(SLUICE_SAMPLE_CORPUS) / "manifest.jsonl", cache));
+  const CommandResult result = run(prep_command(1, fs::path(SLUICE_SAMPLE_CORPUS) / "manifest.jsonl", cache));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto from_jsonl = samples_by_id(cache);
   const auto from_ljspeech = samples_by_id(reference_);
@@ -286,7 +291,7 @@ TEST_F(PrepJob, JsonlManifestGivesTheSameSamplesAsLjspeech) {
 }
 
 TEST(PrepCommand, UnknownConfigKeyIsAUsageError) {
-  const Run result = run(std::string(SLUICE_BINARY) + " prep --set features.n_mel=3");
+  const CommandResult result = run(std::string(SLUICE_BINARY) + " prep --set features.n_mel=3");
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("did you mean 'features.n_mels'"), std::string::npos) << result.output;
 }

@@ -1,0 +1,45 @@
+#pragma once
+// Audio decoding for the prep job: any file libsndfile reads (WAV int/float, FLAC, OGG, ...),
+// downmixed to mono and resampled to the feature rate.
+//
+// Every failure that concerns one input file throws SampleRejected (dataset/reject.h) with one of
+// missing_audio, unreadable_audio, empty_audio, truncated_audio, non_finite_audio, and a detail
+// that names the file; the prep job records it in rejects.jsonl and carries on with the next file.
+//
+// Both functions are thread-safe: they share no state, so prep workers call them concurrently.
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "dataset/reject.h"
+
+namespace sluice::dataset {
+
+struct AudioInfo {
+  int64_t frames = 0;  // samples per channel that are actually present in the file
+  int sample_rate = 0;
+  int channels = 0;
+  double seconds = 0.0;  // frames / sample_rate, before any resampling
+};
+
+// Reads the header only (plus, for WAV, the chunk table to detect truncation), so it is cheap
+// enough to call for every file of a corpus to balance work by duration. Rejects the same files
+// as load_audio except non_finite_audio, which needs the samples.
+AudioInfo probe_audio(const std::filesystem::path& path);
+
+// Decodes the whole file to mono float32. Integer formats map to [-1, 1) (libsndfile's scaling);
+// float files pass through unscaled, so a float file with samples beyond +-1 keeps them, and so
+// can the resampler's overshoot near full scale: callers that need a hard bound clip themselves.
+// Channels are averaged. When the file's rate differs from target_sample_rate the signal is
+// resampled with libsoxr (SOXR_HQ: 20-bit precision, linear phase) to
+// round(frames * target / rate) samples; at the same rate the samples are exactly libsndfile's.
+//
+// Truncation: libsndfile silently shrinks a WAV's frame count to what is on disk, so WAV/WAVEX
+// files are checked against their data-chunk size. Streaming writers that cannot seek back
+// (espeak-ng --stdout, sox to a pipe, ffmpeg) leave a placeholder size (0, >= 0x7ffff000); such
+// files are accepted with the samples present. Other formats are truncated when fewer frames
+// decode than the header announces (a FLAC cut short), or when the length is unknown (an Ogg
+// file missing its last page).
+std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate);
+
+}  // namespace sluice::dataset
