@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "runtime/role_plan.h"
+
+namespace sluice::runtime {
+namespace {
+
+std::string error_of(const RolePlanRequest& request) {
+  try {
+    plan_roles(request);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(RolePlan, OneProcessFeedsItself) {
+  const RolePlan plan = plan_roles({{"laptop"}});
+  ASSERT_EQ(plan.ranks.size(), 1u);
+  EXPECT_EQ(plan.ranks[0].role, Role::data_and_model);
+  EXPECT_EQ(plan.transport, "inproc");
+  EXPECT_EQ(plan.model_ranks(), std::vector<int>({0}));
+}
+
+TEST(RolePlan, CpuThreeRanksOneDataTwoModel) {
+  const RolePlan plan = plan_roles({{"n1", "n1", "n1"}});
+  EXPECT_EQ(plan.at(0).role, Role::data);
+  EXPECT_EQ(plan.at(0).feeds, std::vector<int>({1, 2}));
+  EXPECT_EQ(plan.at(1).fed_by, 0);
+  EXPECT_EQ(plan.at(2).fed_by, 0);
+  EXPECT_EQ(plan.transport, "mpi");
+  EXPECT_EQ(plan.at(1).gpu, -1);
+  const std::string table = plan.table();
+  EXPECT_NE(table.find("feeds 1,2"), std::string::npos) << table;
+  EXPECT_NE(table.find("fed by 0"), std::string::npos) << table;
+}
+
+TEST(RolePlan, DualGpuNodeDataOnGpu0ModelOnGpu1WithNccl) {
+  RolePlanRequest request{{"g", "g"}};
+  request.gpus_per_node = 2;
+  request.model_needs_gpu = true;
+  const RolePlan plan = plan_roles(request);
+  EXPECT_EQ(plan.at(0).role, Role::data);
+  EXPECT_EQ(plan.at(0).gpu, 0);
+  EXPECT_EQ(plan.at(1).role, Role::model);
+  EXPECT_EQ(plan.at(1).gpu, 1);
+  EXPECT_EQ(plan.transport, "nccl");
+}
+
+TEST(RolePlan, TwoRanksOnOneGpuUseCudaIpcAndRefuseNccl) {
+  RolePlanRequest request{{"g", "g"}};
+  request.gpus_per_node = 1;
+  EXPECT_EQ(plan_roles(request).transport, "cuda_ipc");
+  request.transport = "nccl";
+  EXPECT_NE(error_of(request).find("use roles.transport: cuda_ipc"), std::string::npos);
+}
+
+TEST(RolePlan, MultiNodeFeedsStayOnTheirNode) {
+  RolePlanRequest request{{"a", "a", "a", "b", "b", "b"}};
+  const RolePlan plan = plan_roles(request);
+  EXPECT_EQ(plan.data_ranks(), std::vector<int>({0, 3}));
+  EXPECT_EQ(plan.at(1).fed_by, 0);
+  EXPECT_EQ(plan.at(2).fed_by, 0);
+  EXPECT_EQ(plan.at(4).fed_by, 3);
+  EXPECT_EQ(plan.at(5).fed_by, 3);
+  EXPECT_EQ(plan.at(4).node, 1);
+  EXPECT_EQ(plan.at(4).local_rank, 1);
+}
+
+TEST(RolePlan, TwoDataRanksPerNodeShareTheModelRanks) {
+  RolePlanRequest request{{"a", "a", "a", "a", "a", "a"}};
+  request.data_per_node = 2;
+  const RolePlan plan = plan_roles(request);
+  EXPECT_EQ(plan.at(0).feeds, std::vector<int>({2, 4}));
+  EXPECT_EQ(plan.at(1).feeds, std::vector<int>({3, 5}));
+}
+
+TEST(RolePlan, NodeWithoutDataRankIsFedFromAnother) {
+  RolePlanRequest request{{"a", "a", "b"}};
+  const RolePlan plan = plan_roles(request);
+  EXPECT_EQ(plan.at(2).role, Role::model);
+  EXPECT_EQ(plan.at(2).fed_by, 0);
+}
+
+TEST(RolePlan, ExplicitLayout) {
+  RolePlanRequest request{{"a", "a", "a"}};
+  request.layout = {"model", "data", "model"};
+  const RolePlan plan = plan_roles(request);
+  EXPECT_EQ(plan.at(1).feeds, std::vector<int>({0, 2}));
+  request.layout = {"model", "data"};
+  EXPECT_NE(error_of(request).find("names 2 role(s) but the job has 3 ranks"), std::string::npos);
+  request.layout = {"model", "data", "trainer"};
+  EXPECT_NE(error_of(request).find("'trainer'"), std::string::npos);
+}
+
+TEST(RolePlan, InvalidPlansSayWhatToChange) {
+  RolePlanRequest no_data{{"a", "b"}};  // one rank per node: auto gives no data rank
+  EXPECT_NE(error_of(no_data).find("set roles.data_per_node"), std::string::npos);
+  RolePlanRequest all_data{{"a", "a"}};
+  all_data.data_per_node = 2;
+  EXPECT_NE(error_of(all_data).find("no model rank"), std::string::npos);
+  RolePlanRequest idle_data{{"a", "a", "a"}};
+  idle_data.data_per_node = 2;
+  EXPECT_NE(error_of(idle_data).find("data rank 1 (host a) would feed no model rank"), std::string::npos);
+  RolePlanRequest too_many{{"a", "a", "a", "a"}};
+  too_many.data_per_node = 3;
+  EXPECT_NE(error_of(too_many).find("would feed no model rank"), std::string::npos);
+  RolePlanRequest gpu_short{{"g", "g", "g"}};
+  gpu_short.gpus_per_node = 1;
+  gpu_short.model_needs_gpu = true;
+  EXPECT_NE(error_of(gpu_short).find("2 model ranks but 1 GPU(s)"), std::string::npos);
+  RolePlanRequest no_gpu{{"a", "a"}};
+  no_gpu.transport = "nccl";
+  EXPECT_NE(error_of(no_gpu).find("needs GPUs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::runtime
