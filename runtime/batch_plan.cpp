@@ -1,5 +1,7 @@
 #include "runtime/batch_plan.h"
 
+#include "runtime/batch_buffer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -343,14 +345,7 @@ int64_t BatchPlan::global_step(PlanPosition at) const {
 
 size_t BatchPlan::batch_bytes(const BucketShape& bucket, int n_mels) {
   if (n_mels < 1) internal_error("n_mels " + std::to_string(n_mels) + " must be at least 1");
-  const size_t b = static_cast<size_t>(bucket.batch_size);
-  const size_t t = static_cast<size_t>(bucket.max_tokens);
-  const size_t f = static_cast<size_t>(bucket.max_frames);
-  return b * t * sizeof(int32_t)                                 // tokens
-         + b * sizeof(int32_t)                                   // token_lens
-         + b * f * static_cast<size_t>(n_mels) * sizeof(float)   // mels
-         + b * sizeof(int32_t)                                   // mel_lens
-         + b * sizeof(int64_t);                                  // sample indices
+  return BatchLayout::of(bucket, n_mels).total;  // one definition of a batch's bytes
 }
 
 size_t BatchPlan::max_batch_bytes(int n_mels) const {

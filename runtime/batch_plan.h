@@ -122,9 +122,9 @@ class BatchPlan {
   // Steps trained before `at` since (0, 0): epoch * steps() + step (for schedules and logs).
   int64_t global_step(PlanPosition at) const;
 
-  // The largest batch of any bucket in bytes, as the transport sends it: tokens int32 [B,T],
-  // token_lens int32 [B], mels float32 [B,F,n_mels], mel_lens int32 [B], sample indices
-  // int64 [B]. The same in every epoch, so receive slots are sized once.
+  // The largest batch of any bucket in bytes, as the transport sends it (runtime/batch_buffer.h:
+  // header + indices + lengths + tokens + mels, 64-byte aligned). The same in every epoch, so
+  // receive slots are sized once.
   size_t max_batch_bytes(int n_mels) const;
   static size_t batch_bytes(const BucketShape& bucket, int n_mels);
 

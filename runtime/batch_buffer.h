@@ -1,0 +1,61 @@
+#pragma once
+// One padded batch as bytes: the unit a data rank collates and a transport moves to a model rank.
+//
+// Layout (every section 64-byte aligned, so the model can wrap each as a tensor in place):
+//   BatchHeader | sample indices int64 [B] | token_lens int32 [B] | mel_lens int32 [B] |
+//   tokens int32 [B, T] | mels float32 [B, F, n_mels]
+// Padding: tokens with id 0 (<pad>), mel frames with 0; token_lens / mel_lens give the valid
+// lengths. Shapes are the bucket's static shape, so every batch of a bucket has the same size.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cache/cache_reader.h"
+#include "runtime/batch_plan.h"
+
+namespace sluice::runtime {
+
+struct BatchHeader {
+  static constexpr uint32_t expected_magic = 0x43424c53;  // "SLBC"
+  uint32_t magic = expected_magic;
+  uint32_t version = 1;
+  int64_t epoch = 0;
+  int64_t step = 0;
+  int32_t bucket = 0;
+  int32_t batch_size = 0;
+  int32_t max_tokens = 0;
+  int32_t max_frames = 0;
+  int32_t n_mels = 0;
+  int32_t end_of_stream = 0;  // a header-only message: no more batches
+};
+
+struct BatchLayout {
+  size_t indices = 0, token_lens = 0, mel_lens = 0, tokens = 0, mels = 0;  // byte offsets
+  size_t total = 0;
+
+  static BatchLayout of(int32_t batch_size, int32_t max_tokens, int32_t max_frames, int32_t n_mels);
+  static BatchLayout of(const BucketShape& shape, int32_t n_mels) {
+    return of(shape.batch_size, shape.max_tokens, shape.max_frames, n_mels);
+  }
+};
+
+// Pointers into a batch's bytes (which the caller keeps alive). Throws TransportError when the
+// bytes are not a batch of this version or are shorter than the header says.
+struct BatchPointers {
+  const BatchHeader* header;
+  const int64_t* indices;
+  const int32_t* token_lens;
+  const int32_t* mel_lens;
+  const int32_t* tokens;
+  const float* mels;
+
+  static BatchPointers of(const void* bytes, size_t size);
+};
+
+// Writes `samples` (the batch's samples in plan order) padded to `shape` into `out`, resized to
+// the layout's size. Throws Error (internal) when a sample does not fit the shape: the plan
+// guarantees it does.
+void collate(const std::vector<cache::Sample>& samples, const BucketShape& shape, int32_t n_mels,
+             int64_t epoch, int64_t step, int32_t bucket, std::vector<std::byte>& out);
+
+}  // namespace sluice::runtime

@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "runtime/batch_buffer.h"
+
+namespace sluice::runtime {
+namespace {
+
+cache::Sample sample(int64_t index, int32_t frames, int32_t tokens, int32_t n_mels) {
+  cache::Sample s;
+  s.index = index;
+  s.id = "s" + std::to_string(index);
+  s.n_frames = frames;
+  s.n_mels = n_mels;
+  for (int32_t i = 0; i < frames * n_mels; ++i) s.mel.push_back(float(index) + 0.001f * float(i));
+  for (int32_t i = 0; i < tokens; ++i) s.tokens.push_back(int32_t(index * 100 + i + 4));
+  return s;
+}
+
+TEST(BatchBuffer, CollateRoundTripWithZeroPadding) {
+  BucketShape shape;
+  shape.batch_size = 2;
+  shape.max_tokens = 8;
+  shape.max_frames = 16;
+  std::vector<std::byte> bytes;
+  collate({sample(7, 10, 5, 3), sample(9, 16, 8, 3)}, shape, 3, 2, 41, 1, bytes);
+  EXPECT_EQ(bytes.size(), BatchLayout::of(shape, 3).total);
+
+  const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
+  EXPECT_EQ(batch.header->epoch, 2);
+  EXPECT_EQ(batch.header->step, 41);
+  EXPECT_EQ(batch.header->bucket, 1);
+  EXPECT_EQ(batch.indices[0], 7);
+  EXPECT_EQ(batch.indices[1], 9);
+  EXPECT_EQ(batch.token_lens[0], 5);
+  EXPECT_EQ(batch.mel_lens[0], 10);
+  EXPECT_EQ(batch.tokens[4], 7 * 100 + 4 + 4);
+  EXPECT_EQ(batch.tokens[5], 0);  // padding
+  EXPECT_EQ(batch.tokens[8], 9 * 100 + 4);
+  EXPECT_FLOAT_EQ(batch.mels[3 * 9 + 2], 7.0f + 0.001f * 29);
+  EXPECT_EQ(batch.mels[3 * 10], 0.0f);  // padded frame 10 of sample 0
+  EXPECT_FLOAT_EQ(batch.mels[16 * 3], 9.0f);
+  // Every section is 64-byte aligned.
+  for (const void* p : {static_cast<const void*>(batch.indices), static_cast<const void*>(batch.tokens),
+                        static_cast<const void*>(batch.mels)}) {
+    EXPECT_EQ((reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(bytes.data())) % 64, 0u);
+  }
+}
+
+TEST(BatchBuffer, RejectsWhatIsNotABatch) {
+  std::vector<std::byte> junk(200, std::byte{7});
+  EXPECT_THROW(BatchPointers::of(junk.data(), junk.size()), TransportError);
+  EXPECT_THROW(BatchPointers::of(junk.data(), 8), TransportError);
+  BucketShape shape;
+  shape.batch_size = 1;
+  shape.max_tokens = 8;
+  shape.max_frames = 8;
+  std::vector<std::byte> bytes;
+  collate({sample(1, 8, 8, 2)}, shape, 2, 0, 0, 0, bytes);
+  EXPECT_THROW(BatchPointers::of(bytes.data(), bytes.size() - 4), TransportError);
+  EXPECT_THROW(collate({sample(1, 9, 8, 2)}, shape, 2, 0, 0, 0, bytes), Error);
+}
+
+}  // namespace
+}  // namespace sluice::runtime
