@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
       "Prepare the feature cache: corpus -> sharded HDF5 (mels, token ids). Run under `mpirun -np N` "
       "or `srun` to split the work across ranks by audio duration; reruns keep finished shards.");
   prep_config.attach(*prep);
+  prep->footer(
+      "Writes CACHE/shard-NNNNN.h5, index.h5, manifest.json (last), rejects.jsonl, prep-report.json "
+      "and the effective config sluice-prep.yaml.\nExit codes: 0 done; 1 failed (finished shards are "
+      "kept: rerun to resume); 2 bad option or config, or the cache was made from other inputs "
+      "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl).");
   prep->add_option("--corpus", prep_corpus, "corpus to read (sets corpus.path): LJSpeech folder or .jsonl manifest");
   prep->add_option("-o,--out", prep_out, "cache directory to write (sets cache.dir)");
   prep->add_option("--threads", prep_threads, "decode/feature threads per rank (sets prep.threads; 0 = auto)");

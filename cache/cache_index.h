@@ -1,0 +1,58 @@
+#pragma once
+// CACHE_DIR/index.h5: one row per sample over the whole cache, in cache order (shards ascending,
+// rows ascending), built FROM the shards, which stay the single source of truth. The prep job
+// calls finalize_cache() once, after every rank has committed its shards.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cache/manifest.h"
+
+namespace sluice::cache {
+
+// What building the index learnt about the shards: all a manifest needs besides the caller's
+// settings and vocabulary.
+struct IndexSummary {
+  std::string fingerprint;             // common to every shard
+  int64_t n_mels = 0;                  // common to every shard
+  std::vector<std::string> languages;  // sorted; codes in the index
+  std::vector<std::string> speakers;   // sorted; codes in the index
+  std::vector<ManifestShard> shards;
+  ManifestTotals totals;
+  std::string index_file = "index.h5";
+};
+
+// The columns of index.h5, row i = sample i in cache order.
+struct IndexColumns {
+  std::string fingerprint;
+  int64_t n_mels = 0;
+  std::vector<std::string> ids;
+  std::vector<uint32_t> shard, row;
+  std::vector<int32_t> n_frames, n_tokens;
+  std::vector<float> seconds;
+  std::vector<uint16_t> language;
+  std::vector<uint32_t> speaker;
+  int64_t size() const { return static_cast<int64_t>(ids.size()); }
+};
+
+// The shard files in dir ("shard-NNNNN.h5" exactly; temporaries and other files are ignored),
+// sorted by shard number.
+std::vector<std::filesystem::path> list_shard_files(const std::filesystem::path& dir);
+
+// Reads every shard's small columns and writes dir/index.h5 atomically. shard_files must be in
+// dir, in ascending shard number, and agree on fingerprint and n_mels (else CacheError naming the
+// shard). Returns the statistics for the manifest.
+IndexSummary write_index(const std::filesystem::path& dir,
+                         const std::vector<std::filesystem::path>& shard_files);
+
+// Reads an index file; CacheError naming the file on any failure (a bad checksum included).
+IndexColumns read_index(const std::filesystem::path& index_file);
+
+// The prep job's last step: write_index(), then the manifest (written last, atomically).
+Manifest finalize_cache(const std::filesystem::path& dir,
+                        const std::vector<std::filesystem::path>& shard_files,
+                        const nlohmann::json& settings, const nlohmann::json& vocabulary);
+
+}  // namespace sluice::cache

@@ -1,0 +1,284 @@
+#include "cache/cache_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "cache/cache_index.h"
+#include "cache/hdf5_handle.h"
+#include "cache/manifest.h"
+#include "cache/shard_reader.h"
+#include "common/error.h"
+
+namespace sluice::cache {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string verify_advice(const fs::path& dir) {
+  return "run `sluice cache verify " + dir.string() +
+         "` to list what is damaged, then rebuild the cache with `sluice prep`";
+}
+
+}  // namespace
+
+struct CacheReader::State {
+  struct ShardSlot {
+    fs::path path;
+    int64_t samples = 0;
+    std::unique_ptr<ShardReader> reader;  // opened on first use
+  };
+
+  fs::path dir;
+  nlohmann::json manifest_json;
+  std::string fingerprint;
+  int32_t n_mels = 0;
+  int64_t chunk_cache_bytes = -1;
+  std::vector<IndexEntry> entries;
+  std::vector<ShardSlot> slots;
+  std::vector<int32_t> slot_of_shard;  // shard number -> slots position, -1 when not listed
+  std::vector<int32_t> run_tokens;     // scratch for multi-row token reads
+
+  void check_index(int64_t index) const {
+    if (index < 0 || index >= static_cast<int64_t>(entries.size())) {
+      throw CacheError("sample index " + std::to_string(index) + " is out of range: the cache " +
+                       dir.string() + " holds " + std::to_string(entries.size()) + " samples");
+    }
+  }
+
+  std::string describe(int64_t index) const {
+    const IndexEntry& e = entries[static_cast<size_t>(index)];
+    return "sample '" + e.id + "' (cache index " + std::to_string(index) + ", " +
+           shard_file_name(e.shard) + " row " + std::to_string(e.row) + ")";
+  }
+
+  ShardReader& shard(const IndexEntry& e) {
+    ShardSlot& slot = slots[static_cast<size_t>(slot_of_shard[e.shard])];
+    if (slot.reader) return *slot.reader;
+    std::unique_ptr<ShardReader> reader;
+    try {
+      reader = std::make_unique<ShardReader>(slot.path, chunk_cache_bytes);
+    } catch (const CacheError& error) {
+      throw CacheError("cannot open " + slot.path.string() + " (needed for sample '" + e.id +
+                       "'): " + error.what() + "; " + verify_advice(dir));
+    }
+    const ShardInfo& info = reader->info();
+    if (info.fingerprint != fingerprint || info.n_mels != n_mels ||
+        reader->size() != slot.samples) {
+      throw CacheError(slot.path.string() + " does not belong to this cache (fingerprint " +
+                       info.fingerprint + ", n_mels " + std::to_string(info.n_mels) + ", " +
+                       std::to_string(reader->size()) + " samples; the manifest says " +
+                       fingerprint + ", " + std::to_string(n_mels) + ", " +
+                       std::to_string(slot.samples) +
+                       "): it was replaced after the cache was "
+                       "built; " +
+                       verify_advice(dir));
+    }
+    slot.reader = std::move(reader);
+    return *slot.reader;
+  }
+
+  // Reads rows [first_row, last_row] of one shard for the samples at positions order[begin, end)
+  // of `indices` (all in that row range, sorted by row).
+  void read_run(const std::vector<int64_t>& indices, const std::vector<size_t>& order, size_t begin,
+                size_t end, std::vector<Sample>& out) {
+    const IndexEntry& head = entries[static_cast<size_t>(indices[order[begin]])];
+    ShardReader& reader = shard(head);
+    const int64_t first_row = head.row;
+    const int64_t last_row = entries[static_cast<size_t>(indices[order[end - 1]])].row;
+    const int64_t rows = last_row - first_row + 1;
+    const std::vector<int64_t>& mel_offsets = reader.mel_offsets();
+    const std::vector<int64_t>& token_offsets = reader.token_offsets();
+
+    for (size_t k = begin; k < end; ++k) {
+      const int64_t index = indices[order[k]];
+      const IndexEntry& e = entries[static_cast<size_t>(index)];
+      const int64_t frames = mel_offsets[e.row + 1] - mel_offsets[e.row];
+      const int64_t tokens = token_offsets[e.row + 1] - token_offsets[e.row];
+      if (frames != e.n_frames || tokens != e.n_tokens) {
+        throw CacheError("the index and " + reader.info().path.string() + " disagree on " +
+                         describe(index) + ": index says " + std::to_string(e.n_frames) +
+                         " frames / " + std::to_string(e.n_tokens) + " tokens, the shard " +
+                         std::to_string(frames) + " / " + std::to_string(tokens) + "; " +
+                         verify_advice(dir));
+      }
+      Sample& sample = out[order[k]];
+      sample.index = index;
+      sample.id = e.id;
+      sample.n_frames = e.n_frames;
+      sample.n_mels = n_mels;
+    }
+
+    try {
+      // Frames go straight from each verified chunk into the samples' own vectors (reserved, so
+      // appending neither reallocates nor zero-fills first). Every row in [first_row, last_row]
+      // is requested (runs are built that way); a row requested twice is filled once and copied.
+      std::vector<size_t> targets;  // out[] position of each distinct row, in row order
+      int64_t previous_row = -1;
+      for (size_t k = begin; k < end; ++k) {
+        const int64_t row = entries[static_cast<size_t>(indices[order[k]])].row;
+        if (row == previous_row) continue;
+        previous_row = row;
+        targets.push_back(order[k]);
+        Sample& sample = out[order[k]];
+        sample.mel.clear();
+        sample.mel.reserve(static_cast<size_t>(sample.n_frames) * static_cast<size_t>(n_mels));
+      }
+      size_t current = 0;
+      reader.read_mel_pieces(first_row, rows, [&](const float* frames, int64_t n_frames) {
+        const float* data = frames;
+        size_t values = static_cast<size_t>(n_frames) * static_cast<size_t>(n_mels);
+        while (values > 0) {
+          while (current < targets.size() &&
+                 out[targets[current]].mel.size() ==
+                     static_cast<size_t>(out[targets[current]].n_frames) * n_mels) {
+            ++current;
+          }
+          if (current == targets.size()) {
+            throw CacheError("internal error: " + reader.info().path.string() +
+                             " returned more frames than its offsets promise");
+          }
+          std::vector<float>& mel = out[targets[current]].mel;
+          const size_t take = std::min(
+              values, static_cast<size_t>(out[targets[current]].n_frames) * n_mels - mel.size());
+          mel.insert(mel.end(), data, data + take);
+          data += take;
+          values -= take;
+        }
+      });
+      const int64_t token_base = token_offsets[first_row];
+      run_tokens.resize(static_cast<size_t>(token_offsets[last_row + 1] - token_base));
+      reader.read_tokens(first_row, rows, run_tokens.data());
+      previous_row = -1;
+      size_t source = 0;
+      for (size_t k = begin; k < end; ++k) {
+        Sample& sample = out[order[k]];
+        const int64_t row = entries[static_cast<size_t>(sample.index)].row;
+        const int32_t* tokens = run_tokens.data() + (token_offsets[row] - token_base);
+        sample.tokens.assign(tokens, tokens + (token_offsets[row + 1] - token_offsets[row]));
+        if (row != previous_row) {
+          previous_row = row;
+          source = order[k];
+        } else {
+          sample.mel = out[source].mel;  // the same row requested again
+        }
+      }
+    } catch (const CacheError& error) {
+      if (rows > 1) {
+        // Find the damaged row: read the run's samples one at a time; the first one that fails
+        // is named in the error.
+        for (size_t k = begin; k < end; ++k) read_run(indices, order, k, k + 1, out);
+      }
+      const int64_t index = indices[order[begin]];
+      throw CacheError("cannot read " + describe(index) + " from " + reader.info().path.string() +
+                       ": " + error.what() + "; " + verify_advice(dir));
+    }
+  }
+};
+
+CacheReader::CacheReader(std::unique_ptr<State> state) : state_(std::move(state)) {}
+CacheReader::CacheReader(CacheReader&&) noexcept = default;
+CacheReader& CacheReader::operator=(CacheReader&&) noexcept = default;
+CacheReader::~CacheReader() = default;
+
+CacheReader CacheReader::open(const fs::path& dir, int64_t chunk_cache_bytes) {
+  auto state = std::make_unique<State>();
+  State& s = *state;
+  s.dir = dir;
+  s.chunk_cache_bytes = chunk_cache_bytes;
+  Manifest manifest = Manifest::read(dir);
+  s.manifest_json = manifest.to_json();
+  s.fingerprint = manifest.fingerprint;
+
+  const fs::path index_path = dir / manifest.index;
+  IndexColumns index = read_index(index_path);
+  if (index.fingerprint != manifest.fingerprint || index.size() != manifest.totals.samples) {
+    throw CacheError(index_path.string() + " does not match " +
+                     (dir / Manifest::file_name).string() + " (fingerprint " + index.fingerprint +
+                     " vs " + manifest.fingerprint + ", " + std::to_string(index.size()) + " vs " +
+                     std::to_string(manifest.totals.samples) + " samples); " + verify_advice(dir));
+  }
+  s.n_mels = static_cast<int32_t>(index.n_mels);
+
+  int64_t max_shard = -1;
+  for (const ManifestShard& shard : manifest.shards) max_shard = std::max(max_shard, shard.shard);
+  s.slot_of_shard.assign(static_cast<size_t>(max_shard + 1), -1);
+  for (const ManifestShard& shard : manifest.shards) {
+    s.slot_of_shard[static_cast<size_t>(shard.shard)] = static_cast<int32_t>(s.slots.size());
+    s.slots.push_back({dir / shard.file, shard.samples, nullptr});
+  }
+
+  const size_t n = static_cast<size_t>(index.size());
+  s.entries.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    IndexEntry& e = s.entries[i];
+    e.shard = index.shard[i];
+    e.row = index.row[i];
+    e.n_frames = index.n_frames[i];
+    e.n_tokens = index.n_tokens[i];
+    e.seconds = index.seconds[i];
+    e.language = index.language[i];
+    e.speaker = index.speaker[i];
+    e.id = std::move(index.ids[i]);
+    const bool listed = e.shard < s.slot_of_shard.size() && s.slot_of_shard[e.shard] >= 0;
+    if (!listed || e.row >= s.slots[static_cast<size_t>(s.slot_of_shard[e.shard])].samples ||
+        e.language >= manifest.languages.size() || e.speaker >= manifest.speakers.size()) {
+      throw CacheError(index_path.string() + " row " + std::to_string(i) + " (sample '" + e.id +
+                       "') points outside the manifest's shards, languages or speakers; " +
+                       verify_advice(dir));
+    }
+  }
+  return CacheReader(std::move(state));
+}
+
+int64_t CacheReader::size() const { return static_cast<int64_t>(state_->entries.size()); }
+
+const IndexEntry& CacheReader::entry(int64_t index) const {
+  state_->check_index(index);
+  return state_->entries[static_cast<size_t>(index)];
+}
+
+const std::vector<IndexEntry>& CacheReader::entries() const { return state_->entries; }
+const nlohmann::json& CacheReader::manifest() const { return state_->manifest_json; }
+const fs::path& CacheReader::dir() const { return state_->dir; }
+int32_t CacheReader::n_mels() const { return state_->n_mels; }
+
+Sample CacheReader::read(int64_t index) {
+  std::vector<Sample> samples = read_batch({index});
+  return std::move(samples.front());
+}
+
+std::vector<Sample> CacheReader::read_batch(const std::vector<int64_t>& indices) {
+  std::vector<Sample> out;
+  read_batch(indices, out);
+  return out;
+}
+
+void CacheReader::read_batch(const std::vector<int64_t>& indices, std::vector<Sample>& out) {
+  State& s = *state_;
+  for (int64_t index : indices) s.check_index(index);
+  std::vector<size_t> order(indices.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const IndexEntry& x = s.entries[static_cast<size_t>(indices[a])];
+    const IndexEntry& y = s.entries[static_cast<size_t>(indices[b])];
+    return x.shard != y.shard ? x.shard < y.shard : x.row < y.row;
+  });
+  out.resize(indices.size());
+  auto held = h5::lock();
+  for (size_t begin = 0; begin < order.size();) {
+    const IndexEntry& head = s.entries[static_cast<size_t>(indices[order[begin]])];
+    uint32_t last_row = head.row;
+    size_t end = begin + 1;
+    while (end < order.size()) {
+      const IndexEntry& next = s.entries[static_cast<size_t>(indices[order[end]])];
+      if (next.shard != head.shard || next.row > last_row + 1) break;
+      last_row = next.row;
+      ++end;
+    }
+    s.read_run(indices, order, begin, end, out);
+    begin = end;
+  }
+}
+
+}  // namespace sluice::cache

@@ -1,0 +1,739 @@
+#include "cache/cache_verifier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "cache/durable_file.h"
+#include "cache/hdf5_handle.h"
+#include "cache/manifest.h"
+#include "cache/shard_layout.h"
+#include "cache/shard_reader.h"
+#include "common/error.h"
+
+namespace sluice::cache {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Datasets are read in blocks of whole chunks of about this many bytes; a block that fails is
+// re-read chunk by chunk to name each damaged chunk.
+constexpr hsize_t block_bytes = 4 << 20;
+
+// Where a failed element range of a dataset lies, in samples.
+struct Location {
+  int64_t row = -1;
+  std::string sample_id;
+  std::string text;  // "rows 3..4 ('a' .. 'b')"
+};
+using Locator = std::function<Location(int64_t first, int64_t count)>;
+
+struct DatasetRead {
+  bool ok = false;
+  std::vector<hsize_t> dims;
+};
+
+std::string quoted_ids(const std::vector<std::string>& ids, int64_t first, int64_t last) {
+  auto id = [&](int64_t row) {
+    return row >= 0 && row < static_cast<int64_t>(ids.size()) && !ids[row].empty()
+               ? "'" + ids[row] + "'"
+               : std::string("?");
+  };
+  return first == last ? id(first) : id(first) + " .. " + id(last);
+}
+
+bool nearly_equal(double a, double b) {
+  return std::fabs(a - b) <= 1e-6 * std::max({1.0, std::fabs(a), std::fabs(b)});
+}
+
+class Verifier {
+ public:
+  explicit Verifier(fs::path dir) { result_.dir = std::move(dir); }
+
+  VerifyResult run() {
+    std::error_code error;
+    if (!fs::is_directory(result_.dir, error)) {
+      fault(".", -1, "", "the cache directory does not exist");
+      return std::move(result_);
+    }
+    Manifest manifest;
+    try {
+      manifest = Manifest::read(result_.dir);
+    } catch (const std::exception& failure) {
+      fault(Manifest::file_name, -1, "", failure.what());
+      return std::move(result_);
+    }
+    check_manifest(manifest);
+    check_index(manifest);
+    for (const ManifestShard& shard : manifest.shards) check_shard(manifest, shard);
+    scan_directory(manifest);
+    return std::move(result_);
+  }
+
+ private:
+  // index.h5 rows of each shard, in index order; filled by check_index.
+  struct IndexView {
+    bool ok = false;
+    int64_t n_mels = 0;
+    std::vector<std::string> ids;
+    std::vector<uint32_t> shard, row;
+    std::vector<int32_t> n_frames, n_tokens;
+    std::vector<float> seconds;
+    std::vector<uint16_t> language;
+    std::vector<uint32_t> speaker;
+    std::map<uint32_t, std::vector<size_t>> rows_of_shard;
+  };
+
+  void fault(const std::string& file, int64_t row, const std::string& id, const std::string& what) {
+    result_.faults.push_back({file, row, id, what});
+  }
+
+  // Reads all of dataset `name`, chunk block by chunk block; calls keep(first, count, data) with
+  // each block's rows (data is dims[1..]-wide rows of T). Faults name each unreadable chunk.
+  template <class T>
+  DatasetRead read_numeric(hid_t file, const std::string& label, const char* name, hid_t mem_type,
+                           H5T_class_t expected_class, const Locator& locate,
+                           const std::function<void(hsize_t, hsize_t, const T*)>& keep) {
+    DatasetRead read;
+    const h5::Where at{(result_.dir / label).string(), std::string("/") + name};
+    h5::Dataset dataset;
+    hsize_t chunk_rows = 0;
+    if (!open_checked(file, label, name, expected_class, at, dataset, read.dims, chunk_rows)) {
+      return read;
+    }
+    hsize_t row_elements = 1;
+    for (size_t d = 1; d < read.dims.size(); ++d) row_elements *= read.dims[d];
+    std::vector<T> block;
+    read.ok = read_in_chunks(label, name, read.dims[0], chunk_rows, row_elements * sizeof(T),
+                             locate, [&](hsize_t first, hsize_t count) {
+                               block.resize(count * row_elements);
+                               h5::read_rows(dataset, mem_type, first, count, block.data(), at);
+                               if (keep) keep(first, count, block.data());
+                             });
+    return read;
+  }
+
+  DatasetRead read_strings(hid_t file, const std::string& label, const char* name,
+                           const Locator& locate, std::vector<std::string>& out) {
+    DatasetRead read;
+    const h5::Where at{(result_.dir / label).string(), std::string("/") + name};
+    h5::Dataset dataset;
+    hsize_t chunk_rows = 0;
+    if (!open_checked(file, label, name, H5T_STRING, at, dataset, read.dims, chunk_rows)) {
+      return read;
+    }
+    out.assign(read.dims[0], std::string());
+    read.ok = read_in_chunks(
+        label, name, read.dims[0], chunk_rows, 16, locate, [&](hsize_t first, hsize_t count) {
+          std::vector<std::string> rows = h5::read_string_rows(dataset, first, count, at);
+          std::move(rows.begin(), rows.end(), out.begin() + first);
+        });
+    return read;
+  }
+
+  bool open_checked(hid_t file, const std::string& label, const char* name,
+                    H5T_class_t expected_class, const h5::Where& at, h5::Dataset& dataset,
+                    std::vector<hsize_t>& dims, hsize_t& chunk_rows) {
+    const std::string object = std::string("/") + name;
+    try {
+      dataset = h5::open_dataset(file, name, at);
+      dims = h5::extent(dataset, at);
+      std::vector<hsize_t> chunk = h5::chunk_shape(dataset, at);
+      if (dims.empty()) {
+        fault(label, -1, "", object + " is a scalar; expected an array");
+        return false;
+      }
+      if (h5::type_class(dataset, at) != expected_class) {
+        fault(label, -1, "", object + " has the wrong element type");
+        return false;
+      }
+      if (chunk.empty()) {
+        fault(label, -1, "", object + " is not chunked, so it carries no checksums");
+        chunk_rows = std::max<hsize_t>(dims[0], 1);
+      } else {
+        chunk_rows = std::max<hsize_t>(chunk[0], 1);
+        // Variable-length strings cannot carry filters; strings_xxh64 covers them instead.
+        if (expected_class != H5T_STRING && !h5::has_fletcher32(dataset, at)) {
+          fault(label, -1, "", object + " has no fletcher32 filter: its chunks carry no checksums");
+        }
+      }
+      return true;
+    } catch (const CacheError& error) {
+      fault(label, -1, "", "cannot open " + object + ": " + error.what());
+      return false;
+    }
+  }
+
+  bool read_in_chunks(const std::string& label, const char* name, hsize_t rows, hsize_t chunk_rows,
+                      hsize_t row_bytes, const Locator& locate,
+                      const std::function<void(hsize_t, hsize_t)>& read_block) {
+    const hsize_t chunks_per_block =
+        std::max<hsize_t>(1, block_bytes / std::max<hsize_t>(1, chunk_rows * row_bytes));
+    const hsize_t block_rows = chunk_rows * chunks_per_block;
+    bool ok = true;
+    for (hsize_t first = 0; first < rows; first += block_rows) {
+      const hsize_t count = std::min(block_rows, rows - first);
+      try {
+        read_block(first, count);
+        result_.chunks_checked += static_cast<int64_t>((count + chunk_rows - 1) / chunk_rows);
+        result_.bytes_checked += static_cast<int64_t>(count * row_bytes);
+        continue;
+      } catch (const CacheError&) {
+        // Fall through: find the damaged chunk(s) of this block.
+      }
+      for (hsize_t chunk_first = first; chunk_first < first + count; chunk_first += chunk_rows) {
+        const hsize_t n = std::min(chunk_rows, first + count - chunk_first);
+        ++result_.chunks_checked;
+        try {
+          read_block(chunk_first, n);
+          result_.bytes_checked += static_cast<int64_t>(n * row_bytes);
+        } catch (const CacheError& error) {
+          ok = false;
+          Location where = locate(static_cast<int64_t>(chunk_first), static_cast<int64_t>(n));
+          fault(label, where.row, where.sample_id,
+                "/" + std::string(name) + " elements " + std::to_string(chunk_first) + ".." +
+                    std::to_string(chunk_first + n - 1) +
+                    (where.text.empty() ? std::string() : " (" + where.text + ")") +
+                    " unreadable: " + error.what());
+        }
+      }
+    }
+    return ok;
+  }
+
+  // Rows of a per-sample column map one to one to samples.
+  static Locator row_locator(const std::vector<std::string>& ids) {
+    return [&ids](int64_t first, int64_t count) {
+      Location where;
+      where.row = first;
+      if (first < static_cast<int64_t>(ids.size())) where.sample_id = ids[first];
+      where.text = "rows " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
+                   ": " + quoted_ids(ids, first, first + count - 1);
+      return where;
+    };
+  }
+
+  // Elements of /mel or /tokens map to samples through an offsets column (when it was readable).
+  static Locator offset_locator(const std::vector<int64_t>& offsets, const bool& offsets_ok,
+                                const std::vector<std::string>& ids) {
+    return [&offsets, &offsets_ok, &ids](int64_t first, int64_t count) {
+      Location where;
+      if (!offsets_ok || offsets.size() < 2) return where;
+      auto row_of = [&](int64_t element) {
+        auto it = std::upper_bound(offsets.begin(), offsets.end(), element);
+        int64_t row = static_cast<int64_t>(it - offsets.begin()) - 1;
+        return std::clamp<int64_t>(row, 0, static_cast<int64_t>(offsets.size()) - 2);
+      };
+      const int64_t first_row = row_of(first);
+      const int64_t last_row = row_of(first + count - 1);
+      where.row = first_row;
+      if (first_row < static_cast<int64_t>(ids.size())) where.sample_id = ids[first_row];
+      where.text = "rows " + std::to_string(first_row) + ".." + std::to_string(last_row) + ": " +
+                   quoted_ids(ids, first_row, last_row);
+      return where;
+    };
+  }
+
+  void check_offsets(const std::string& label, const char* name,
+                     const std::vector<int64_t>& offsets, int64_t rows, int64_t data_rows,
+                     const std::vector<std::string>& ids) {
+    const std::string object = std::string("/") + name;
+    if (static_cast<int64_t>(offsets.size()) != rows + 1) {
+      fault(label, -1, "",
+            object + " has " + std::to_string(offsets.size()) +
+                " entries; expected rows + 1 = " + std::to_string(rows + 1));
+      return;
+    }
+    if (offsets.front() != 0) fault(label, 0, ids.empty() ? "" : ids[0], object + "[0] is not 0");
+    for (size_t i = 1; i < offsets.size(); ++i) {
+      if (offsets[i] < offsets[i - 1]) {
+        const int64_t row = static_cast<int64_t>(i) - 1;
+        fault(label, row, row < static_cast<int64_t>(ids.size()) ? ids[row] : "",
+              object + " decreases at entry " + std::to_string(i) + " (" +
+                  std::to_string(offsets[i - 1]) + " -> " + std::to_string(offsets[i]) + ")");
+        return;
+      }
+    }
+    if (offsets.back() != data_rows) {
+      fault(label, -1, "",
+            object + " ends at " + std::to_string(offsets.back()) + " but the data has " +
+                std::to_string(data_rows) + " rows");
+    }
+  }
+
+  // /mel_chunk_addresses (optional) must match HDF5's chunk index entry by entry: readers take
+  // /mel chunks at these addresses.
+  void check_chunk_addresses(hid_t file, const std::string& label,
+                             const std::vector<int64_t>& mel_offsets, bool mel_offsets_ok,
+                             const std::vector<std::string>& ids) {
+    const h5::Where where{(result_.dir / label).string(), ""};
+    try {
+      if (!h5::has_link(file, layout::mel_chunk_addresses, where)) return;
+    } catch (const CacheError& failure) {
+      fault(label, -1, "", failure.what());
+      return;
+    }
+    std::vector<uint64_t> table;
+    const DatasetRead read = read_numeric<uint64_t>(
+        file, label, layout::mel_chunk_addresses, H5T_NATIVE_UINT64, H5T_INTEGER,
+        [](int64_t first, int64_t) {
+          return Location{-1, "", "chunk " + std::to_string(first)};
+        },
+        [&table](hsize_t, hsize_t count, const uint64_t* data) {
+          table.insert(table.end(), data, data + count);
+        });
+    if (!read.ok) return;
+    try {
+      const h5::Where at = where.with("/mel");
+      h5::Dataset mel = h5::open_dataset(file, layout::mel, at);
+      const std::vector<hsize_t> dims = h5::extent(mel, at);
+      const std::vector<hsize_t> chunk = h5::chunk_shape(mel, at);
+      if (dims.size() != 2 || chunk.size() != 2) return;  // reported by the /mel checks
+      const hsize_t chunks = (dims[0] + chunk[0] - 1) / chunk[0];
+      if (table.size() != chunks) {
+        fault(label, -1, "",
+              "/mel_chunk_addresses has " + std::to_string(table.size()) + " entries for /mel's " +
+                  std::to_string(chunks) + " chunks");
+        return;
+      }
+      const Locator locate = offset_locator(mel_offsets, mel_offsets_ok, ids);
+      for (hsize_t c = 0; c < chunks; ++c) {
+        const hsize_t offset[2] = {c * chunk[0], 0};
+        const h5::ChunkPlace place = h5::chunk_place(mel, offset, at);
+        if (place.address != table[c]) {
+          const Location where_rows =
+              locate(static_cast<int64_t>(c * chunk[0]), static_cast<int64_t>(chunk[0]));
+          fault(label, where_rows.row, where_rows.sample_id,
+                "/mel_chunk_addresses[" + std::to_string(c) + "] is " + std::to_string(table[c]) +
+                    " but HDF5 stores that chunk at " + std::to_string(place.address) +
+                    " (was the file rewritten?); readers would take the wrong bytes: rebuild "
+                    "the shard");
+          return;
+        }
+      }
+    } catch (const CacheError& failure) {
+      fault(label, -1, "", failure.what());
+    }
+  }
+
+  void check_manifest(const Manifest& m) {
+    ManifestTotals sum;
+    int64_t previous = -1;
+    for (const ManifestShard& shard : m.shards) {
+      sum.samples += shard.samples;
+      sum.frames += shard.frames;
+      sum.tokens += shard.tokens;
+      sum.rejects += shard.rejects;
+      sum.seconds += shard.seconds;
+      if (shard.shard <= previous) {
+        fault(Manifest::file_name, -1, "",
+              "shards are not in ascending shard order at " + shard.file);
+      }
+      previous = shard.shard;
+      if (shard.file != shard_file_name(shard.shard)) {
+        fault(Manifest::file_name, -1, "",
+              "shard " + std::to_string(shard.shard) + " is listed under the file name " +
+                  shard.file);
+      }
+    }
+    if (sum.samples != m.totals.samples || sum.frames != m.totals.frames ||
+        sum.tokens != m.totals.tokens || sum.rejects != m.totals.rejects ||
+        !nearly_equal(sum.seconds, m.totals.seconds)) {
+      fault(Manifest::file_name, -1, "",
+            "totals differ from the sum over its shards (samples " +
+                std::to_string(m.totals.samples) + " vs " + std::to_string(sum.samples) + ")");
+    }
+  }
+
+  void check_index(const Manifest& m) {
+    const std::string label = m.index;
+    const fs::path path = result_.dir / label;
+    std::error_code error;
+    if (!fs::is_regular_file(path, error)) {
+      fault(label, -1, "", "missing: rebuild the cache with `sluice prep`");
+      return;
+    }
+    auto held = h5::lock();
+    const h5::Where where{path.string(), ""};
+    h5::File file;
+    try {
+      file = h5::open_file(path.string());
+      const std::string format = h5::read_string_attribute(file.id(), layout::attr_format, where);
+      const int64_t version = h5::read_int_attribute(file.id(), layout::attr_format_version, where);
+      if (format != layout::index_format || version != layout::index_format_version) {
+        fault(label, -1, "",
+              "format is '" + format + "' version " + std::to_string(version) + "; expected '" +
+                  layout::index_format + "' version " +
+                  std::to_string(layout::index_format_version));
+      }
+      const std::string fingerprint =
+          h5::read_string_attribute(file.id(), layout::attr_fingerprint, where);
+      if (fingerprint != m.fingerprint) {
+        fault(label, -1, "",
+              "fingerprint " + fingerprint + " differs from the manifest's " + m.fingerprint);
+      }
+      index_.n_mels = h5::read_int_attribute(file.id(), layout::attr_n_mels, where);
+    } catch (const CacheError& failure) {
+      fault(label, -1, "", failure.what());
+      return;
+    }
+    IndexView& x = index_;
+    const Locator locate = row_locator(x.ids);
+    const hid_t f = file.id();
+    bool ok = read_strings(f, label, layout::id, locate, x.ids).ok;
+    auto keeper = [](auto& column) {
+      using T = typename std::decay_t<decltype(column)>::value_type;
+      return std::function<void(hsize_t, hsize_t, const T*)>(
+          [&column](hsize_t first, hsize_t count, const T* data) {
+            if (column.size() < first + count) column.resize(first + count);
+            std::copy(data, data + count, column.begin() + first);
+          });
+    };
+    ok &= read_numeric<uint32_t>(f, label, layout::index_shard, H5T_NATIVE_UINT32, H5T_INTEGER,
+                                 locate, keeper(x.shard))
+              .ok;
+    ok &= read_numeric<uint32_t>(f, label, layout::index_row, H5T_NATIVE_UINT32, H5T_INTEGER,
+                                 locate, keeper(x.row))
+              .ok;
+    ok &= read_numeric<int32_t>(f, label, layout::index_n_frames, H5T_NATIVE_INT32, H5T_INTEGER,
+                                locate, keeper(x.n_frames))
+              .ok;
+    ok &= read_numeric<int32_t>(f, label, layout::index_n_tokens, H5T_NATIVE_INT32, H5T_INTEGER,
+                                locate, keeper(x.n_tokens))
+              .ok;
+    ok &= read_numeric<float>(f, label, layout::seconds, H5T_NATIVE_FLOAT, H5T_FLOAT, locate,
+                              keeper(x.seconds))
+              .ok;
+    ok &= read_numeric<uint16_t>(f, label, layout::language, H5T_NATIVE_UINT16, H5T_INTEGER, locate,
+                                 keeper(x.language))
+              .ok;
+    ok &= read_numeric<uint32_t>(f, label, layout::speaker, H5T_NATIVE_UINT32, H5T_INTEGER, locate,
+                                 keeper(x.speaker))
+              .ok;
+    if (!ok) return;
+    const size_t n = x.ids.size();
+    if (x.shard.size() != n || x.row.size() != n || x.n_frames.size() != n ||
+        x.n_tokens.size() != n || x.seconds.size() != n || x.language.size() != n ||
+        x.speaker.size() != n) {
+      fault(label, -1, "", "its columns differ in length");
+      return;
+    }
+    if (static_cast<int64_t>(n) != m.totals.samples) {
+      fault(label, -1, "",
+            "holds " + std::to_string(n) + " samples; the manifest says " +
+                std::to_string(m.totals.samples));
+    }
+    try {
+      layout::StringsDigest digest;
+      digest.begin_column(layout::id, n);
+      for (const std::string& id : x.ids) digest.add(id);
+      const std::string stored =
+          h5::read_string_attribute(file.id(), layout::attr_strings_xxh64, where);
+      if (digest.hex() != stored) {
+        fault(label, -1, "",
+              "the ids' strings_xxh64 is " + digest.hex() + ", the file says " + stored +
+                  ": the string heap is damaged");
+      }
+    } catch (const CacheError& failure) {
+      fault(label, -1, "", failure.what());
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0 && (x.shard[i] < x.shard[i - 1] ||
+                    (x.shard[i] == x.shard[i - 1] && x.row[i] <= x.row[i - 1]))) {
+        fault(label, static_cast<int64_t>(i), x.ids[i], "not in cache order (shard, row)");
+        return;
+      }
+      if (x.language[i] >= m.languages.size() || x.speaker[i] >= m.speakers.size()) {
+        fault(label, static_cast<int64_t>(i), x.ids[i],
+              "language or speaker code outside the manifest's lists");
+        return;
+      }
+      x.rows_of_shard[x.shard[i]].push_back(i);
+    }
+    for (const auto& [shard, rows] : x.rows_of_shard) {
+      bool listed =
+          std::any_of(m.shards.begin(), m.shards.end(),
+                      [shard = shard](const ManifestShard& s) { return s.shard == shard; });
+      if (!listed) {
+        fault(label, static_cast<int64_t>(rows.front()), x.ids[rows.front()],
+              "points at shard " + std::to_string(shard) + ", which the manifest does not list");
+      }
+    }
+    x.ok = true;
+  }
+
+  void check_shard(const Manifest& m, const ManifestShard& entry) {
+    const std::string label = entry.file;
+    const fs::path path = result_.dir / label;
+    std::error_code error;
+    if (!fs::is_regular_file(path, error)) {
+      fault(label, -1, "", "missing: listed in manifest.json but not on disk");
+      return;
+    }
+    auto held = h5::lock();
+    const h5::Where where{path.string(), ""};
+    h5::File file;
+    int64_t n_mels = 0;
+    std::string stored_digest;
+    try {
+      file = h5::open_file(path.string());
+      const hid_t root = file.id();
+      const std::string format = h5::read_string_attribute(root, layout::attr_format, where);
+      const int64_t version = h5::read_int_attribute(root, layout::attr_format_version, where);
+      if (format != layout::shard_format || version != layout::shard_format_version) {
+        fault(label, -1, "",
+              "format is '" + format + "' version " + std::to_string(version) + "; expected '" +
+                  layout::shard_format + "' version " +
+                  std::to_string(layout::shard_format_version));
+      }
+      const std::string fingerprint =
+          h5::read_string_attribute(root, layout::attr_fingerprint, where);
+      if (fingerprint != m.fingerprint) {
+        fault(label, -1, "",
+              "fingerprint " + fingerprint + " differs from the manifest's " + m.fingerprint +
+                  ": this shard comes from another prep run");
+      }
+      const int64_t number = h5::read_int_attribute(root, layout::attr_shard, where);
+      if (number != entry.shard) {
+        fault(label, -1, "",
+              "holds shard " + std::to_string(number) + ", but its name says " +
+                  std::to_string(entry.shard));
+      }
+      n_mels = h5::read_int_attribute(root, layout::attr_n_mels, where);
+      if (index_.ok && n_mels != index_.n_mels) {
+        fault(label, -1, "",
+              "n_mels " + std::to_string(n_mels) + " differs from the index's " +
+                  std::to_string(index_.n_mels));
+      }
+      stored_digest = h5::read_string_attribute(root, layout::attr_strings_xxh64, where);
+    } catch (const CacheError& failure) {
+      fault(label, -1, "", failure.what());
+      if (!file.valid()) return;
+    }
+    ++result_.shards_checked;
+    const hid_t f = file.id();
+
+    std::vector<std::string> ids, texts, languages, speakers, rejects;
+    std::vector<double> seconds;
+    std::vector<int64_t> mel_offsets, token_offsets;
+    const Locator by_row = row_locator(ids);
+    const DatasetRead id_read = read_strings(f, label, layout::id, by_row, ids);
+    const DatasetRead seconds_read =
+        read_numeric<double>(f, label, layout::seconds, H5T_NATIVE_DOUBLE, H5T_FLOAT, by_row,
+                             [&](hsize_t first, hsize_t count, const double* data) {
+                               seconds.insert(seconds.end(), data, data + count);
+                               (void)first;
+                             });
+    auto collect = [](std::vector<int64_t>& out) {
+      return std::function<void(hsize_t, hsize_t, const int64_t*)>(
+          [&out](hsize_t, hsize_t count, const int64_t* data) {
+            out.insert(out.end(), data, data + count);
+          });
+    };
+    const DatasetRead mel_offsets_read = read_numeric<int64_t>(
+        f, label, layout::mel_offsets, H5T_NATIVE_INT64, H5T_INTEGER, by_row, collect(mel_offsets));
+    const DatasetRead token_offsets_read =
+        read_numeric<int64_t>(f, label, layout::token_offsets, H5T_NATIVE_INT64, H5T_INTEGER,
+                              by_row, collect(token_offsets));
+    const int64_t rows = seconds_read.ok
+                             ? static_cast<int64_t>(seconds.size())
+                             : static_cast<int64_t>(id_read.dims.empty() ? 0 : id_read.dims[0]);
+    const bool mel_offsets_ok = mel_offsets_read.ok;
+    const bool token_offsets_ok = token_offsets_read.ok;
+    const DatasetRead mel_read =
+        read_numeric<float>(f, label, layout::mel, H5T_NATIVE_FLOAT, H5T_FLOAT,
+                            offset_locator(mel_offsets, mel_offsets_ok, ids), nullptr);
+    const DatasetRead tokens_read =
+        read_numeric<int32_t>(f, label, layout::tokens, H5T_NATIVE_INT32, H5T_INTEGER,
+                              offset_locator(token_offsets, token_offsets_ok, ids), nullptr);
+    const Locator by_reject = [](int64_t first, int64_t) {
+      return Location{-1, "", "reject line " + std::to_string(first)};
+    };
+    const bool texts_ok = read_strings(f, label, layout::text, by_row, texts).ok;
+    const bool languages_ok = read_strings(f, label, layout::language, by_row, languages).ok;
+    const bool speakers_ok = read_strings(f, label, layout::speaker, by_row, speakers).ok;
+    const bool rejects_ok = read_strings(f, label, layout::rejects, by_reject, rejects).ok;
+    const bool strings_ok = id_read.ok && texts_ok && languages_ok && speakers_ok && rejects_ok;
+
+    check_chunk_addresses(f, label, mel_offsets, mel_offsets_ok, ids);
+
+    // Strings carry no HDF5 checksum (HDF5 allows no filter on variable-length data); the digest
+    // covers their bytes.
+    if (strings_ok && !stored_digest.empty()) {
+      layout::StringsDigest digest;
+      const std::vector<std::string>* columns[] = {&ids, &texts, &languages, &speakers, &rejects};
+      for (size_t c = 0; c < layout::shard_string_columns.size(); ++c) {
+        digest.begin_column(layout::shard_string_columns[c], columns[c]->size());
+        for (const std::string& value : *columns[c]) digest.add(value);
+      }
+      if (digest.hex() != stored_digest) {
+        fault(label, -1, "",
+              "strings_xxh64 of /id, /text, /language, /speaker, /rejects is " + digest.hex() +
+                  ", the file says " + stored_digest + ": a string was changed on disk");
+      }
+    }
+
+    // Shapes and offsets.
+    if (mel_read.dims.size() == 2 && static_cast<int64_t>(mel_read.dims[1]) != n_mels) {
+      fault(label, -1, "",
+            "/mel has " + std::to_string(mel_read.dims[1]) + " columns; attribute n_mels says " +
+                std::to_string(n_mels));
+    }
+    if (id_read.ok && static_cast<int64_t>(id_read.dims[0]) != rows) {
+      fault(label, -1, "",
+            "/id has " + std::to_string(id_read.dims[0]) + " rows; /seconds has " +
+                std::to_string(rows));
+    }
+    if (strings_ok) {
+      for (auto [column, values] :
+           {std::pair<const char*, const std::vector<std::string>*>{layout::text, &texts},
+            {layout::language, &languages},
+            {layout::speaker, &speakers}}) {
+        if (static_cast<int64_t>(values->size()) != rows) {
+          fault(label, -1, "",
+                std::string("/") + column + " has " + std::to_string(values->size()) +
+                    " rows; /seconds has " + std::to_string(rows));
+        }
+      }
+    }
+    if (mel_offsets_ok && !mel_read.dims.empty()) {
+      check_offsets(label, layout::mel_offsets, mel_offsets, rows,
+                    static_cast<int64_t>(mel_read.dims[0]), ids);
+    }
+    if (token_offsets_ok && !tokens_read.dims.empty()) {
+      check_offsets(label, layout::token_offsets, token_offsets, rows,
+                    static_cast<int64_t>(tokens_read.dims[0]), ids);
+    }
+
+    // Against the manifest.
+    const int64_t frames = mel_read.dims.empty() ? -1 : static_cast<int64_t>(mel_read.dims[0]);
+    const int64_t tokens =
+        tokens_read.dims.empty() ? -1 : static_cast<int64_t>(tokens_read.dims[0]);
+    double seconds_sum = 0;
+    for (double s : seconds) seconds_sum += s;
+    const int64_t bytes = static_cast<int64_t>(fs::file_size(path, error));
+    std::ostringstream mismatch;
+    if (rows != entry.samples) mismatch << " samples " << rows << " vs " << entry.samples << ";";
+    if (frames != entry.frames) mismatch << " frames " << frames << " vs " << entry.frames << ";";
+    if (tokens != entry.tokens) mismatch << " tokens " << tokens << " vs " << entry.tokens << ";";
+    if (strings_ok && static_cast<int64_t>(rejects.size()) != entry.rejects) {
+      mismatch << " rejects " << rejects.size() << " vs " << entry.rejects << ";";
+    }
+    if (seconds_read.ok && !nearly_equal(seconds_sum, entry.seconds)) {
+      mismatch << " seconds " << seconds_sum << " vs " << entry.seconds << ";";
+    }
+    if (bytes != entry.bytes) mismatch << " bytes " << bytes << " vs " << entry.bytes << ";";
+    if (!mismatch.str().empty()) {
+      fault(label, -1, "",
+            "differs from its manifest entry (shard vs manifest):" + mismatch.str() +
+                " the file was replaced or changed after the cache was built");
+    }
+
+    // Against the index, row by row.
+    if (index_.ok && id_read.ok && seconds_read.ok && mel_offsets_ok && token_offsets_ok &&
+        strings_ok && static_cast<int64_t>(mel_offsets.size()) == rows + 1 &&
+        static_cast<int64_t>(token_offsets.size()) == rows + 1) {
+      auto it = index_.rows_of_shard.find(static_cast<uint32_t>(entry.shard));
+      const std::vector<size_t> none;
+      const std::vector<size_t>& index_rows = it == index_.rows_of_shard.end() ? none : it->second;
+      if (static_cast<int64_t>(index_rows.size()) != rows) {
+        fault(label, -1, "",
+              "index.h5 lists " + std::to_string(index_rows.size()) +
+                  " rows of this shard; it has " + std::to_string(rows));
+      }
+      for (size_t k = 0; k < index_rows.size() && static_cast<int64_t>(k) < rows; ++k) {
+        const size_t i = index_rows[k];
+        const int64_t r = static_cast<int64_t>(k);
+        std::string problem;
+        if (index_.row[i] != k)
+          problem = "row number";
+        else if (index_.ids[i] != ids[k])
+          problem = "id ('" + index_.ids[i] + "')";
+        else if (index_.n_frames[i] != mel_offsets[k + 1] - mel_offsets[k])
+          problem = "n_frames";
+        else if (index_.n_tokens[i] != token_offsets[k + 1] - token_offsets[k])
+          problem = "n_tokens";
+        else if (index_.seconds[i] != static_cast<float>(seconds[k]))
+          problem = "seconds";
+        else if (m.languages[index_.language[i]] != languages[k])
+          problem = "language";
+        else if (m.speakers[index_.speaker[i]] != speakers[k])
+          problem = "speaker";
+        if (!problem.empty()) {
+          fault(label, r, ids[k], "index.h5 row " + std::to_string(i) + " disagrees on " + problem);
+        }
+      }
+    }
+    result_.samples_checked += rows;
+  }
+
+  void scan_directory(const Manifest& m) {
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(result_.dir, error)) {
+      const std::string name = entry.path().filename().string();
+      if (durable::is_temporary_name(name)) {
+        result_.notes.push_back(name +
+                                " is a temporary left by an interrupted writer; it is not "
+                                "part of the cache and can be deleted");
+        continue;
+      }
+      const int64_t number = parse_shard_file_name(entry.path());
+      if (number >= 0 && std::none_of(m.shards.begin(), m.shards.end(),
+                                      [&](const ManifestShard& s) { return s.shard == number; })) {
+        result_.notes.push_back(name + " is not listed in manifest.json (ignored by readers)");
+      }
+    }
+  }
+
+  VerifyResult result_;
+  IndexView index_;
+};
+
+std::string location(const VerifyFault& fault) {
+  std::string text = fault.file;
+  if (fault.row >= 0) text += " row " + std::to_string(fault.row);
+  if (!fault.sample_id.empty()) text += " (sample '" + fault.sample_id + "')";
+  return text;
+}
+
+}  // namespace
+
+std::string VerifyResult::to_text() const {
+  std::ostringstream out;
+  out << "cache " << dir.string() << ": " << (ok() ? "OK" : "DAMAGED") << " - " << shards_checked
+      << " shards, " << samples_checked << " samples, " << chunks_checked << " chunks ("
+      << (bytes_checked / 1.0e6) << " MB) checked, " << faults.size() << " fault(s)\n";
+  for (const VerifyFault& fault : faults) {
+    out << "  FAULT " << location(fault) << ": " << fault.problem << "\n";
+  }
+  for (const std::string& note : notes) out << "  note: " << note << "\n";
+  if (!ok()) {
+    out << "Rebuild the damaged shards: delete them (and manifest.json) and run `sluice prep` "
+           "again; it keeps the shards that are complete.\n";
+  }
+  return out.str();
+}
+
+nlohmann::json VerifyResult::to_json() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const VerifyFault& fault : faults) {
+    list.push_back({{"file", fault.file},
+                    {"row", fault.row},
+                    {"sample_id", fault.sample_id},
+                    {"problem", fault.problem}});
+  }
+  return {{"dir", dir.string()},
+          {"ok", ok()},
+          {"shards_checked", shards_checked},
+          {"samples_checked", samples_checked},
+          {"chunks_checked", chunks_checked},
+          {"bytes_checked", bytes_checked},
+          {"faults", list},
+          {"notes", notes}};
+}
+
+VerifyResult verify_cache(const fs::path& dir) { return Verifier(dir).run(); }
+
+}  // namespace sluice::cache
