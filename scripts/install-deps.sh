@@ -11,7 +11,8 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libutf8proc-dev
   libespeak-ng-dev espeak-ng sox
   libgtest-dev libbenchmark-dev
-  python3-h5py python3-torchaudio python3-numpy
+  libtorch-dev libopenblas0-openmp
+  python3-h5py python3-torchaudio python3-numpy python3-torch
 )
 
 missing=()
