@@ -13,6 +13,7 @@
 #include "runtime/cache_commands.h"
 #include "runtime/prep_job.h"
 #include "runtime/settings.h"
+#include "runtime/train_job.h"
 
 namespace {
 
@@ -65,6 +66,24 @@ int main(int argc, char** argv) {
   prep->add_flag("--overwrite", prep_overwrite,
                  "replace an existing cache made from other settings or inputs (sets prep.overwrite)");
 
+  ConfigOptions train_config;
+  std::string train_cache, train_run_dir;
+  long long train_steps = -1;
+  bool train_resume = false;
+  auto* train = app.add_subcommand(
+      "train",
+      "Train on a prepared cache. Under `mpirun -np N` / `srun` every rank gets a role: data ranks "
+      "read the cache and feed batches to model ranks, model ranks train with data parallelism. "
+      "One process (no mpirun) feeds itself from a thread.");
+  train_config.attach(*train);
+  train->add_option("--cache", train_cache, "cache directory made by `sluice prep` (sets cache.dir)");
+  train->add_option("--run-dir", train_run_dir, "run directory for checkpoints and timings (sets train.run_dir)");
+  train->add_option("--steps", train_steps, "global steps to train (sets train.steps)");
+  train->add_flag("--resume", train_resume,
+                  "continue from RUN_DIR/checkpoints/latest.json with the next unseen batch");
+  train->footer("Exit codes: 0 done; 1 failed (a rank, its host and what it waited for are named); "
+                "2 bad option or config.");
+
   auto* cache = app.add_subcommand("cache", "Check or summarise a finished cache");
   cache->require_subcommand(1);
   std::string verify_dir, inspect_dir;
@@ -107,6 +126,13 @@ int main(int argc, char** argv) {
 
   sluice::MpiSession session(&argc, &argv);
   try {
+    if (*train) {
+      auto settings = train_config.load();
+      if (!train_cache.empty()) settings.set("cache.dir", train_cache, "--cache");
+      if (!train_run_dir.empty()) settings.set("train.run_dir", train_run_dir, "--run-dir");
+      if (train_steps >= 0) settings.set("train.steps", std::to_string(train_steps), "--steps");
+      return sluice::runtime::run_train(session, settings, {train_resume});
+    }
     auto settings = prep_config.load();
     if (!prep_corpus.empty()) settings.set("corpus.path", prep_corpus, "--corpus");
     if (!prep_out.empty()) settings.set("cache.dir", prep_out, "--out");

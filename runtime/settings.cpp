@@ -81,6 +81,74 @@ config::Schema build_schema() {
   schema.add({"prep.progress_interval_s", ValueType::number, "2",
               "seconds between progress lines (and rank heartbeats)", {}, 0.05, 3600});
 
+  // train: the run, the batch plan and the feed.
+  schema.add({"train.run_dir", ValueType::string, "runs/train",
+              "run directory: checkpoints, timings, report, effective config"});
+  schema.add({"train.epochs", ValueType::integer, "1", "epochs to train (ignored when train.steps > 0)", {}, 1, 1000000});
+  schema.add({"train.steps", ValueType::integer, "0",
+              "global steps to train; 0 = train.epochs full epochs", {}, 0, 1LL << 40});
+  schema.add({"train.batch_size", ValueType::integer, "8",
+              "samples per model rank per step (used when train.frame_budget is 0)", {}, 0, 1 << 20});
+  schema.add({"train.frame_budget", ValueType::integer, "0",
+              "padded mel frames per batch; > 0 sets each bucket's batch size to budget / frames", {}, 0, 1LL << 40});
+  schema.add({"train.bucket_edges", ValueType::string, "",
+              "comma-separated upper mel-length edges of the buckets (frames); empty = quantiles"});
+  schema.add({"train.n_buckets", ValueType::integer, "4",
+              "quantile buckets when train.bucket_edges is empty", {}, 1, 1024});
+  schema.add({"train.pad_multiple", ValueType::integer, "8",
+              "padded lengths are rounded up to a multiple of this", {}, 1, 4096});
+  schema.add({"train.seed", ValueType::integer, "1234", "seed of the shuffle, the model init and dropout"});
+  schema.add({"train.validation_fraction", ValueType::number, "0.05",
+              "share of the cache held out for validation (by hashed sample id)", {}, 0, 0.9});
+  schema.add({"train.validation_seed", ValueType::integer, "17",
+              "seed of the validation split, separate so that train.seed does not move samples"});
+  schema.add({"train.validation_every", ValueType::integer, "100",
+              "global steps between validation passes; 0 = only at the end", {}, 0, 1LL << 40});
+  schema.add({"train.checkpoint_every", ValueType::integer, "200",
+              "global steps between checkpoints (one is always written at exit); 0 = only at exit",
+              {}, 0, 1LL << 40});
+  schema.add({"train.log_every", ValueType::integer, "10", "global steps between loss lines", {}, 1, 1LL << 40});
+  schema.add({"train.credits", ValueType::integer, "3",
+              "receive slots per model rank = batches in flight from its data rank (3 = triple buffering)",
+              {}, 1, 64});
+  schema.add({"train.read_ahead", ValueType::integer, "4",
+              "batches a data rank collates ahead of sending, per model rank it feeds", {}, 1, 256});
+  schema.add({"train.reader_threads", ValueType::integer, "2",
+              "cache read + collate threads per data rank", {}, 1, 256});
+
+  // model: what model ranks train.
+  schema.add({"model.kind", ValueType::string, "transformer",
+              "built-in Transformer TTS, or a TorchScript module whose forward returns the loss",
+              {"transformer", "torchscript"}});
+  schema.add({"model.size", ValueType::string, "tiny", "built-in model size", {"tiny", "small", "base"}});
+  schema.add({"model.torchscript_path", ValueType::string, "", "TorchScript file for model.kind: torchscript"});
+  schema.add({"model.device", ValueType::string, "cpu", "where model ranks train", {"cpu", "cuda"}});
+  schema.add({"model.dropout", ValueType::number, "0.1", "dropout of the built-in model", {}, 0, 0.9});
+  schema.add({"model.bf16", ValueType::boolean, "true", "bf16 autocast on GPU (ignored on CPU)"});
+
+  // optim: the optimiser of model ranks.
+  schema.add({"optim.lr", ValueType::number, "1e-3", "peak learning rate (AdamW)", {}, 0, 10});
+  schema.add({"optim.warmup_steps", ValueType::integer, "100", "linear warm-up steps", {}, 0, 1LL << 40});
+  schema.add({"optim.weight_decay", ValueType::number, "0.01", "AdamW weight decay", {}, 0, 10});
+  schema.add({"optim.beta1", ValueType::number, "0.9", "AdamW beta1", {}, 0, 1});
+  schema.add({"optim.beta2", ValueType::number, "0.98", "AdamW beta2", {}, 0, 1});
+  schema.add({"optim.grad_clip", ValueType::number, "1.0", "gradient norm clip; 0 = off", {}, 0, 1e6});
+  schema.add({"optim.accumulation", ValueType::integer, "1",
+              "batches accumulated per optimiser step", {}, 1, 1024});
+
+  // roles: who does what.
+  schema.add({"roles.data_per_node", ValueType::integer, "-1",
+              "data ranks per node; -1 = 1 on nodes with two or more ranks, 0 elsewhere", {}, -1, 1024});
+  schema.add({"roles.layout", ValueType::string, "",
+              "explicit comma-separated role per rank (data,model,...); overrides data_per_node"});
+  schema.add({"roles.transport", ValueType::string, "auto",
+              "how batches travel: auto = inproc (one process), mpi (CPU), cuda_ipc (shared GPU), nccl",
+              {"auto", "inproc", "mpi", "nccl", "cuda_ipc"}});
+  schema.add({"roles.model_memory_fraction", ValueType::number, "0",
+              "cap of the caching allocator on model ranks' GPUs (fraction of memory); 0 = no cap", {}, 0, 1});
+  schema.add({"roles.data_memory_fraction", ValueType::number, "0",
+              "cap of the caching allocator on data ranks' GPUs; 0 = no cap", {}, 0, 1});
+
   // runtime: behaviour across ranks.
   schema.add({"runtime.timeout_s", ValueType::number, "120",
               "deadline of every wait across ranks; a rank silent for longer is named and the job "

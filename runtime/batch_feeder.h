@@ -1,0 +1,68 @@
+#pragma once
+// The data rank's side of `sluice train`: reads the batches of the plan from the cache, collates
+// them, and sends each to its model rank against that rank's credits.
+//
+// Threads: `reader_threads` workers read and collate batches in plan order, at most
+// `read_ahead` batches per model rank ahead of the sender; the calling thread sends (it is the
+// thread that may make MPI calls). A worker's exception ends the feed and is rethrown by run().
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cache/cache_reader.h"
+#include "runtime/batch_plan.h"
+#include "runtime/transport/feed_channel.h"
+
+namespace sluice::runtime {
+
+// One model rank this data rank feeds: its place among the model ranks (its plan column) and
+// the channel to it.
+struct FeedTarget {
+  int model_index = 0;
+  transport::SendChannel* channel = nullptr;
+};
+
+struct FeedStats {
+  int64_t batches = 0;
+  int64_t bytes = 0;
+  double read_s = 0;     // cache reads, summed over worker threads
+  double collate_s = 0;  // padding into batch buffers, summed over worker threads
+  double wait_s = 0;     // sender blocked for a credit or a batch to be ready
+  double wall_s = 0;
+};
+
+class PlanSchedule {
+ public:
+  // The batch plan of every epoch, built on demand (a plan is a pure function of its inputs).
+  PlanSchedule(std::vector<PlanSample> train, BatchPlanConfig config, int model_ranks);
+  std::shared_ptr<const BatchPlan> epoch(int64_t epoch) const;
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  // Global step g <-> position (epoch, step).
+  PlanPosition position(int64_t global_step) const;
+  const std::vector<PlanSample>& samples() const { return train_; }
+
+ private:
+  std::vector<PlanSample> train_;
+  BatchPlanConfig config_;
+  int model_ranks_;
+  int64_t steps_per_epoch_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::shared_ptr<const BatchPlan>> recent_;  // a few epochs
+};
+
+class BatchFeeder {
+ public:
+  BatchFeeder(cache::CacheReader& reader, const PlanSchedule& schedule, int reader_threads,
+              int read_ahead);
+  // Sends global steps [first_step, end_step) to every target, then closes their channels.
+  FeedStats run(int64_t first_step, int64_t end_step, const std::vector<FeedTarget>& targets);
+
+ private:
+  cache::CacheReader& reader_;
+  const PlanSchedule& schedule_;
+  int reader_threads_;
+  int read_ahead_;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,41 @@
+#pragma once
+// Data-parallel gradient reduction over MPI for CPU model ranks (model/gradient_reducer.h has
+// the protocol): each bucket is an MPI_Iallreduce started as soon as backward finishes it, so
+// reduction overlaps the rest of backward; wait_all() waits with the runtime deadline.
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "model/gradient_reducer.h"
+
+namespace sluice::runtime {
+
+class MpiGradientReducer : public model::GradientReducer {
+ public:
+  // `model_comm` holds exactly the model ranks; `names` describes them for errors.
+  MpiGradientReducer(MPI_Comm model_comm, double timeout_s, std::string names);
+  ~MpiGradientReducer() override;
+
+  int world_size() const override { return size_; }
+  int rank() const override { return rank_; }
+  void all_reduce_sum(float* data, size_t count) override;
+  void start(int bucket_id, float* data, size_t count) override;
+  void wait_all() override;
+
+  // Seconds spent inside wait_all() / all_reduce_sum(): the reduction not hidden behind backward.
+  double exposed_seconds() const { return exposed_seconds_; }
+
+ private:
+  void wait(std::vector<MPI_Request>& requests, const char* what);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  double timeout_s_;
+  std::string names_;
+  std::vector<MPI_Request> pending_;
+  double exposed_seconds_ = 0;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,413 @@
+#include "runtime/train_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cache_reader.h"
+#include "common/error.h"
+#include "common/file_util.h"
+#include "common/log.h"
+#include "model/trainer.h"
+#include "runtime/batch_buffer.h"
+#include "runtime/batch_feeder.h"
+#include "runtime/mpi_gradient_reducer.h"
+#include "runtime/role_plan.h"
+#include "runtime/transport/inproc_channel.h"
+#include "runtime/transport/mpi_channel.h"
+
+namespace sluice::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+BatchPlanConfig plan_config(const config::Config& config) {
+  BatchPlanConfig plan;
+  for (const auto& edge : split_list(config.string("train.bucket_edges"))) {
+    try {
+      plan.bucket_edges.push_back(std::stoi(edge));
+    } catch (const std::exception&) {
+      throw ConfigError("train.bucket_edges: '" + edge + "' is not a whole number of frames");
+    }
+  }
+  plan.n_buckets = static_cast<int>(config.integer("train.n_buckets"));
+  plan.batch_size = static_cast<int>(config.integer("train.batch_size"));
+  plan.frame_budget = config.integer("train.frame_budget");
+  plan.seed = static_cast<uint64_t>(config.integer("train.seed"));
+  plan.pad_multiple = static_cast<int>(config.integer("train.pad_multiple"));
+  return plan;
+}
+
+model::OptimizerConfig optimizer_config(const config::Config& config) {
+  model::OptimizerConfig optimizer;
+  optimizer.lr = config.number("optim.lr");
+  optimizer.warmup_steps = config.integer("optim.warmup_steps");
+  optimizer.weight_decay = config.number("optim.weight_decay");
+  optimizer.betas = {config.number("optim.beta1"), config.number("optim.beta2")};
+  optimizer.grad_clip_norm = config.number("optim.grad_clip");
+  optimizer.accumulation_steps = static_cast<int>(config.integer("optim.accumulation"));
+  return optimizer;
+}
+
+model::BatchView view_of(const BatchPointers& batch) {
+  model::BatchView view;
+  view.tokens = batch.tokens;
+  view.token_lens = batch.token_lens;
+  view.mels = batch.mels;
+  view.mel_lens = batch.mel_lens;
+  view.batch_size = batch.header->batch_size;
+  view.max_tokens = batch.header->max_tokens;
+  view.max_frames = batch.header->max_frames;
+  view.n_mels = batch.header->n_mels;
+  return view;
+}
+
+// Where checkpoints live and which one is the latest (a small JSON written atomically last).
+class Checkpoints {
+ public:
+  explicit Checkpoints(fs::path run_dir) : dir_(std::move(run_dir) / "checkpoints") {}
+
+  std::optional<json> latest() const {
+    const fs::path path = dir_ / "latest.json";
+    if (!fs::exists(path)) return std::nullopt;
+    return json::parse(read_file(path));
+  }
+
+  void save(const model::Trainer& trainer, const json& position) {
+    fs::create_directories(dir_);
+    char name[64];
+    std::snprintf(name, sizeof(name), "step-%010lld.pt", static_cast<long long>(position["global_step"].get<int64_t>()));
+    trainer.save_checkpoint(dir_ / name, position);
+    json latest = position;
+    latest["file"] = name;
+    write_file_atomically(dir_ / "latest.json", latest.dump(2) + "\n");
+    // Keep the last three: enough to survive one bad write, bounded on disk.
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      if (entry.path().extension() == ".pt") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (size_t i = 0; i + 3 < files.size(); ++i) fs::remove(files[i]);
+  }
+
+  fs::path file(const json& latest) const { return dir_ / latest["file"].get<std::string>(); }
+
+ private:
+  fs::path dir_;
+};
+
+// Everything a rank needs to know about the run, computed identically everywhere.
+struct RunSetup {
+  RolePlan roles;
+  std::vector<int> model_ranks;  // model_ranks[i] trains plan column i
+  std::unique_ptr<PlanSchedule> schedule;
+  std::vector<PlanSample> validation;
+  int64_t first_step = 0;
+  int64_t end_step = 0;
+  std::optional<json> resume_from;
+};
+
+int model_index_of(const RunSetup& setup, int rank) {
+  const auto it = std::find(setup.model_ranks.begin(), setup.model_ranks.end(), rank);
+  return it == setup.model_ranks.end() ? -1 : static_cast<int>(it - setup.model_ranks.begin());
+}
+
+// This model rank's share of the validation split: mean loss over all model ranks.
+double validation_loss(model::Trainer& trainer, cache::CacheReader& reader, const RunSetup& setup,
+                       int model_index, const BatchPlanConfig& plan, model::GradientReducer* reducer) {
+  double sums[2] = {0, 0};  // loss x samples, samples
+  std::vector<int64_t> mine;
+  for (size_t i = static_cast<size_t>(model_index); i < setup.validation.size(); i += setup.model_ranks.size()) {
+    mine.push_back(setup.validation[i].index);
+  }
+  const int batch = std::max(1, plan.batch_size);
+  std::vector<cache::Sample> samples;
+  std::vector<std::byte> bytes;
+  for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(batch)) {
+    const std::vector<int64_t> indices(mine.begin() + static_cast<ptrdiff_t>(begin),
+                                       mine.begin() + static_cast<ptrdiff_t>(std::min(mine.size(), begin + batch)));
+    reader.read_batch(indices, samples);
+    BucketShape shape;
+    shape.batch_size = static_cast<int32_t>(samples.size());
+    for (const auto& sample : samples) {
+      shape.max_frames = std::max(shape.max_frames, sample.n_frames);
+      shape.max_tokens = std::max(shape.max_tokens, static_cast<int32_t>(sample.tokens.size()));
+    }
+    collate(samples, shape, reader.n_mels(), -1, -1, -1, bytes);
+    const double loss = trainer.validation_loss(view_of(BatchPointers::of(bytes.data(), bytes.size())));
+    sums[0] += loss * static_cast<double>(samples.size());
+    sums[1] += static_cast<double>(samples.size());
+  }
+  if (reducer != nullptr) {
+    float buffer[2] = {static_cast<float>(sums[0]), static_cast<float>(sums[1])};
+    reducer->all_reduce_sum(buffer, 2);
+    sums[0] = buffer[0];
+    sums[1] = buffer[1];
+  }
+  return sums[1] > 0 ? sums[0] / sums[1] : std::nan("");
+}
+
+// The model side: receive, train, log, validate, checkpoint.
+json train_model(const MpiSession& session, const config::Config& config, const RunSetup& setup,
+                 cache::CacheReader& reader, transport::ReceiveChannel& channel, int feeder_rank,
+                 model::GradientReducer* reducer) {
+  const int model_index = model_index_of(setup, session.rank());
+  const bool speaker = model_index == 0;  // the first model rank logs and checkpoints
+  const fs::path run_dir = config.string("train.run_dir");
+  const BatchPlanConfig plan = plan_config(config);
+  const auto& manifest = reader.manifest();
+
+  model::ModelConfig model;
+  model.kind = config.string("model.kind");
+  model.size = config.string("model.size");
+  model.torchscript_path = config.string("model.torchscript_path");
+  model.vocab_size = static_cast<int>(manifest["vocabulary"]["symbols"].size());
+  model.n_mels = reader.n_mels();
+  model.dropout = config.number("model.dropout");
+  const int gpu = setup.roles.at(session.rank()).gpu;
+  model.device = config.string("model.device") == "cuda" ? "cuda:" + std::to_string(std::max(0, gpu)) : "cpu";
+  model.bf16_autocast = model.device != "cpu" && config.boolean("model.bf16");
+  model::Trainer trainer(model, optimizer_config(config), static_cast<uint64_t>(config.integer("train.seed")),
+                         reducer);
+  if (speaker) logger()->info("{}", trainer.describe());
+
+  Checkpoints checkpoints(run_dir);
+  if (setup.resume_from) {
+    trainer.load_checkpoint(checkpoints.file(*setup.resume_from));
+    if (speaker) logger()->info("resumed from {} at global step {}", (*setup.resume_from)["file"].get<std::string>(),
+                                setup.first_step);
+  }
+  const auto position_json = [&](int64_t global) {
+    const PlanPosition at = setup.schedule->position(global);
+    return json{{"global_step", global}, {"epoch", at.epoch}, {"step", at.step},
+                {"plan", setup.schedule->epoch(0)->fingerprint()}};
+  };
+
+  const int64_t log_every = config.integer("train.log_every");
+  const int64_t validation_every = config.integer("train.validation_every");
+  const int64_t checkpoint_every = config.integer("train.checkpoint_every");
+  const auto started = Clock::now();
+  double wait_s = 0, compute_s = 0, window_loss = 0;
+  int64_t window_steps = 0, samples = 0, frames = 0;
+  json losses = json::array(), validations = json::array();
+  for (int64_t global = setup.first_step; global < setup.end_step;) {
+    auto start = Clock::now();
+    const auto received = channel.receive();
+    wait_s += seconds_since(start);
+    if (!received) {
+      throw TransportError("the feed from " + session.describe(feeder_rank) + " ended at global step " +
+                           std::to_string(global) + " of " + std::to_string(setup.end_step));
+    }
+    const BatchPointers batch = BatchPointers::of(received->data, received->bytes);
+    const PlanPosition expected = setup.schedule->position(global);
+    if (batch.header->epoch != expected.epoch || batch.header->step != expected.step) {
+      throw TransportError("received epoch " + std::to_string(batch.header->epoch) + " step " +
+                           std::to_string(batch.header->step) + " from " + session.describe(feeder_rank) +
+                           ", expected epoch " + std::to_string(expected.epoch) + " step " +
+                           std::to_string(expected.step) + ": data and model ranks disagree on the plan");
+    }
+    start = Clock::now();
+    const model::StepResult result = trainer.train_step(view_of(batch));
+    compute_s += seconds_since(start);
+    for (int32_t i = 0; i < batch.header->batch_size; ++i) frames += batch.mel_lens[i];
+    samples += batch.header->batch_size;
+    channel.release(*received);
+    ++global;
+    window_loss += result.loss;
+    ++window_steps;
+    losses.push_back(result.loss);
+
+    if (global % log_every == 0 || global == setup.end_step) {
+      // Mean over model ranks and the window: every model rank reaches this at the same step.
+      float buffer[2] = {static_cast<float>(window_loss), static_cast<float>(window_steps)};
+      if (reducer != nullptr) reducer->all_reduce_sum(buffer, 2);
+      const double elapsed = seconds_since(started);
+      if (speaker) {
+        logger()->info("step {}/{} (epoch {}) loss {:.4f} lr {:.2e} | {:.1f} samples/s {:.0f} frames/s per rank | input wait {:.1f}%",
+                       global, setup.end_step, expected.epoch, buffer[0] / buffer[1], result.lr,
+                       double(samples) / elapsed, double(frames) / elapsed, 100.0 * wait_s / elapsed);
+      }
+      window_loss = 0;
+      window_steps = 0;
+    }
+    if (validation_every > 0 && global % validation_every == 0 && global != setup.end_step) {
+      const double loss = validation_loss(trainer, reader, setup, model_index, plan, reducer);
+      validations.push_back({{"global_step", global}, {"loss", loss}});
+      if (speaker) logger()->info("validation loss {:.4f} at step {}", loss, global);
+    }
+    if (speaker && checkpoint_every > 0 && global % checkpoint_every == 0 && global != setup.end_step) {
+      checkpoints.save(trainer, position_json(global));
+    }
+  }
+  const double elapsed = seconds_since(started);
+  const double final_validation = validation_loss(trainer, reader, setup, model_index, plan, reducer);
+  validations.push_back({{"global_step", setup.end_step}, {"loss", final_validation}});
+  if (speaker) {
+    checkpoints.save(trainer, position_json(setup.end_step));
+    logger()->info("validation loss {:.4f} at step {}; checkpoint written", final_validation, setup.end_step);
+  }
+  return {{"rank", session.rank()},
+          {"role", "model"},
+          {"steps", setup.end_step - setup.first_step},
+          {"wall_seconds", elapsed},
+          {"input_wait_seconds", wait_s},
+          {"compute_seconds", compute_s},
+          {"samples", samples},
+          {"frames", frames},
+          {"losses", losses},
+          {"validation", validations}};
+}
+
+json feed_stats_json(const FeedStats& stats, int rank) {
+  return {{"rank", rank},          {"role", "data"},           {"batches", stats.batches},
+          {"bytes", stats.bytes},  {"read_seconds", stats.read_s}, {"collate_seconds", stats.collate_s},
+          {"send_wait_seconds", stats.wait_s}, {"wall_seconds", stats.wall_s}};
+}
+
+}  // namespace
+
+int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options) {
+  const fs::path run_dir = config.string("train.run_dir");
+  const double timeout_s = config.number("runtime.timeout_s");
+  auto reader = cache::CacheReader::open(config.string("cache.dir"));
+
+  RunSetup setup;
+  RolePlanRequest request;
+  for (int r = 0; r < session.size(); ++r) request.hosts.push_back(session.host_of(r));
+  request.gpus_per_node = config.string("model.device") == "cuda" ? model::cuda_device_count() : 0;
+  request.data_per_node = static_cast<int>(config.integer("roles.data_per_node"));
+  request.layout = split_list(config.string("roles.layout"));
+  request.transport = config.string("roles.transport");
+  request.model_needs_gpu = config.string("model.device") == "cuda";
+  setup.roles = plan_roles(request);
+  setup.model_ranks = setup.roles.model_ranks();
+  if (session.rank() == 0) {
+    std::printf("%s", setup.roles.table().c_str());
+    std::fflush(stdout);
+    fs::create_directories(run_dir);
+    config.write(run_dir / "sluice-train.yaml");
+  }
+  if (setup.roles.transport != "inproc" && setup.roles.transport != "mpi") {
+    throw ConfigError("roles.transport " + setup.roles.transport +
+                      " is not wired into `sluice train` in this build yet; use mpi (CPU) for now");
+  }
+
+  const BatchPlanConfig plan = plan_config(config);
+  SplitSamples split = split_samples(reader.entries(), config.number("train.validation_fraction"),
+                                     static_cast<uint64_t>(config.integer("train.validation_seed")));
+  setup.validation = std::move(split.validation);
+  setup.schedule = std::make_unique<PlanSchedule>(std::move(split.train), plan,
+                                                  static_cast<int>(setup.model_ranks.size()));
+  const int64_t steps = config.integer("train.steps");
+  setup.end_step = steps > 0 ? steps : config.integer("train.epochs") * setup.schedule->steps_per_epoch();
+  if (session.rank() == 0) {
+    std::printf("%s", setup.schedule->epoch(0)->summary().c_str());
+    std::printf("training %lld global steps (%lld per epoch), %zu validation samples\n",
+                static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
+                setup.validation.size());
+    std::fflush(stdout);
+  }
+  if (options.resume) {
+    setup.resume_from = Checkpoints(run_dir).latest();
+    if (!setup.resume_from) {
+      throw ConfigError("--resume: no checkpoint in " + (run_dir / "checkpoints").string() +
+                        " (train.run_dir); start without --resume");
+    }
+    if ((*setup.resume_from)["plan"] != setup.schedule->epoch(0)->fingerprint()) {
+      throw ConfigError("--resume: the batch plan differs from the checkpoint's (the cache, the train.* "
+                        "plan settings or the number of model ranks changed); resume with the same settings");
+    }
+    setup.first_step = (*setup.resume_from)["global_step"].get<int64_t>();
+  }
+
+  const RankPlacement& me = setup.roles.at(session.rank());
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  model::set_compute_threads(std::max(1, cores / session.local_size()));
+
+  transport::ChannelOptions channel;
+  channel.slots = static_cast<int>(config.integer("train.credits"));
+  channel.slot_bytes = setup.schedule->epoch(0)->max_batch_bytes(reader.n_mels());
+  channel.timeout_s = timeout_s;
+  const int reader_threads = static_cast<int>(config.integer("train.reader_threads"));
+  const int read_ahead = static_cast<int>(config.integer("train.read_ahead"));
+  BatchFeeder feeder(reader, *setup.schedule, reader_threads, read_ahead);
+
+  json rank_stats;
+  if (me.role == Role::data_and_model) {
+    channel.name = "feed (in-process)";
+    auto pair = transport::make_inproc_channel_pair(channel);
+    std::exception_ptr feed_error;
+    FeedStats feed_stats;
+    std::thread data_thread([&] {
+      try {
+        feed_stats = feeder.run(setup.first_step, setup.end_step, {{0, pair.sender.get()}});
+      } catch (...) {
+        feed_error = std::current_exception();
+        pair.sender.reset();  // tells the trainer "aborted" at once instead of at its deadline
+      }
+    });
+    try {
+      rank_stats = train_model(session, config, setup, reader, *pair.receiver, 0, nullptr);
+    } catch (...) {
+      pair.receiver->close();  // unblocks the data thread
+      data_thread.join();
+      throw;
+    }
+    data_thread.join();
+    if (feed_error) std::rethrow_exception(feed_error);
+    rank_stats["feed"] = feed_stats_json(feed_stats, session.rank());
+  } else {
+    // The model ranks' communicator for gradient reduction (collective over the world, once).
+    MPI_Comm model_comm;
+    MPI_Comm_split(session.world(), me.role == Role::model ? 1 : MPI_UNDEFINED, session.rank(), &model_comm);
+    if (me.role == Role::data) {
+      std::vector<std::unique_ptr<transport::SendChannel>> channels;
+      std::vector<FeedTarget> targets;
+      for (int model_rank : me.feeds) {
+        channel.name = "feed rank " + std::to_string(session.rank()) + " -> rank " + std::to_string(model_rank);
+        channels.push_back(transport::make_mpi_send_channel(session, model_rank, channel));
+        targets.push_back({model_index_of(setup, model_rank), channels.back().get()});
+      }
+      rank_stats = feed_stats_json(feeder.run(setup.first_step, setup.end_step, targets), session.rank());
+    } else {
+      std::string names;
+      for (int r : setup.model_ranks) names += (names.empty() ? "" : ",") + std::to_string(r);
+      MpiGradientReducer reducer(model_comm, timeout_s, names);
+      channel.name = "feed rank " + std::to_string(me.fed_by) + " -> rank " + std::to_string(session.rank());
+      auto receiver = transport::make_mpi_receive_channel(session, me.fed_by, channel);
+      rank_stats = train_model(session, config, setup, reader, *receiver, me.fed_by,
+                               setup.model_ranks.size() > 1 ? &reducer : nullptr);
+      rank_stats["allreduce_exposed_seconds"] = reducer.exposed_seconds();
+      MPI_Comm_free(&model_comm);
+    }
+  }
+  fs::create_directories(run_dir / "ranks");
+  write_file_atomically(run_dir / "ranks" / ("rank-" + std::to_string(session.rank()) + ".json"),
+                        rank_stats.dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,27 @@
+#pragma once
+// `sluice train`: roles across ranks, the batch feed, data-parallel training on model ranks.
+//
+// Run protocol:
+//  1. Every rank opens the cache (manifest + index only), splits train/validation by hashed id,
+//     and computes the role plan and the batch plan: the same on every rank, no messages.
+//     Rank 0 prints the role plan before anything runs.
+//  2. Data ranks read, collate and send the plan's batches to the model ranks they feed (one
+//     channel each, credits from the model rank). One process runs the data side on a thread
+//     with an in-process channel.
+//  3. Model ranks train each batch they receive, all-reducing gradients among themselves, log,
+//     validate on their share of the validation split, and the first model rank checkpoints.
+//  4. Resume (--resume) continues from RUN_DIR/checkpoints/latest.json: model ranks load the
+//     checkpoint, data ranks start the feed at its position: the next unseen batch.
+// Every wait across ranks has the runtime.timeout_s deadline; a silent peer is named.
+#include "common/config.h"
+#include "common/mpi_session.h"
+
+namespace sluice::runtime {
+
+struct TrainOptions {
+  bool resume = false;
+};
+
+int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options);
+
+}  // namespace sluice::runtime

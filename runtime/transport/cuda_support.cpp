@@ -1,0 +1,152 @@
+#include "runtime/transport/cuda_support.h"
+
+#if SLUICE_HAVE_CUDA
+
+#include <new>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace sluice::transport::detail {
+namespace {
+
+int current_device() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) return -1;
+  return device;
+}
+
+void log_cuda(cudaError_t code, const char* what) {
+  if (code != cudaSuccess) log::get("runtime")->warn("{}: {}", what, cudaGetErrorString(code));
+}
+
+}  // namespace
+
+void cuda_check(cudaError_t code, const char* call, const char* file, int line) {
+  if (code == cudaSuccess) return;
+  (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
+  throw TransportError(std::string(call) + " failed on CUDA device " + std::to_string(current_device()) + ": " +
+                       cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ") at " + file + ":" +
+                       std::to_string(line));
+}
+
+bool event_done(cudaEvent_t event) {
+  const cudaError_t state = cudaEventQuery(event);
+  if (state == cudaErrorNotReady) return false;
+  cuda_check(state, "cudaEventQuery", __FILE__, __LINE__);
+  return true;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  SLUICE_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) {
+    SLUICE_CUDA_CHECK(cudaSetDevice(device));
+    restore_ = true;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (restore_) log_cuda(cudaSetDevice(previous_), "restoring the CUDA device");
+}
+
+CudaStream::CudaStream() { SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+CudaStream::~CudaStream() {
+  if (stream_ != nullptr) log_cuda(cudaStreamDestroy(stream_), "cudaStreamDestroy");
+}
+
+CudaEvent::CudaEvent() { SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+CudaEvent::~CudaEvent() {
+  if (event_ != nullptr) log_cuda(cudaEventDestroy(event_), "cudaEventDestroy");
+}
+
+DeviceSlots::DeviceSlots(int slots, size_t slot_bytes) {
+  constexpr size_t alignment = 4096;
+  stride_ = (slot_bytes + alignment - 1) / alignment * alignment;
+  SLUICE_CUDA_CHECK(cudaMalloc(&base_, stride_ * static_cast<size_t>(slots)));
+}
+
+DeviceSlots::~DeviceSlots() {
+  if (base_ != nullptr) log_cuda(cudaFree(base_), "cudaFree(feed slots)");
+}
+
+#if SLUICE_HAVE_NCCL
+
+void nccl_check(ncclResult_t code, const char* call, const char* file, int line, ncclComm_t comm) {
+  if (code == ncclSuccess) return;
+  std::string text = std::string(call) + " failed on CUDA device " + std::to_string(current_device()) + ": " +
+                     ncclGetErrorString(code);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') text += std::string(" (") + last + ")";
+  throw TransportError(text + " at " + file + ":" + std::to_string(line));
+}
+
+NcclComm::NcclComm(const ncclUniqueId& id, int nranks, int rank, Deadline deadline, const std::string& peer) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  SLUICE_NCCL_CHECK(ncclCommInitRankConfig(&comm_, nranks, id, rank, &config), comm_);
+  PollBackoff backoff;
+  try {
+    while (busy()) {
+      if (Clock::now() > deadline) {
+        throw TransportError("timed out creating the NCCL communicator with " + peer +
+                             " (it never joined: dead, hung, or not making its end of the channel)");
+      }
+      backoff.pause();
+    }
+  } catch (...) {
+    abort();
+    throw;
+  }
+}
+
+NcclComm::~NcclComm() {
+  if (comm_ == nullptr || aborted_) return;
+  // Finalize flushes outstanding work; a peer that is gone can keep it busy: then abort.
+  bool clean = false;
+  const ncclResult_t result = ncclCommFinalize(comm_);
+  if (result == ncclSuccess || result == ncclInProgress) {
+    const Deadline deadline = deadline_after(1.0);
+    PollBackoff backoff;
+    while (true) {
+      ncclResult_t state = ncclInProgress;
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+      if (state == ncclSuccess) {
+        clean = true;
+        break;
+      }
+      if (state != ncclInProgress || Clock::now() > deadline) break;
+      backoff.pause();
+    }
+  }
+  if (!clean) {
+    log::get("runtime")->warn("NCCL communicator did not finalize cleanly; aborting it");
+    ncclCommAbort(comm_);
+    return;
+  }
+  ncclCommDestroy(comm_);
+}
+
+bool NcclComm::busy() const {
+  if (aborted_) throw TransportError("the NCCL communicator was aborted after an earlier error");
+  ncclResult_t state = ncclSuccess;
+  nccl_check(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError", __FILE__, __LINE__, comm_);
+  if (state == ncclInProgress) return true;
+  nccl_check(state, "NCCL communicator (asynchronous error)", __FILE__, __LINE__, comm_);
+  return false;
+}
+
+void NcclComm::abort() noexcept {
+  if (comm_ == nullptr || aborted_) return;
+  aborted_ = true;
+  const ncclResult_t result = ncclCommAbort(comm_);
+  if (result != ncclSuccess) {
+    log::get("runtime")->warn("ncclCommAbort: {}", ncclGetErrorString(result));
+  }
+}
+
+#endif  // SLUICE_HAVE_NCCL
+
+}  // namespace sluice::transport::detail
+
+#endif  // SLUICE_HAVE_CUDA

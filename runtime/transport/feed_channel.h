@@ -1,0 +1,114 @@
+#pragma once
+// The batch feed: how a data rank hands padded batches to a model rank. Every transport (inproc,
+// mpi, cuda_ipc, nccl) implements these two interfaces and passes one test suite
+// (tests/runtime/transport/feed_channel_suite.h). A backend's only public header is its factory.
+//
+// THE FEED PROTOCOL (one channel: data rank d feeds model rank m)
+//
+//  1. Slots and credits. m owns K receive slots (ChannelOptions::slots, default 3), each
+//     slot_bytes big (the largest batch of the batch plan, known up front). When the channel
+//     opens, m grants d one credit per slot.
+//  2. Batches. d sends a batch only against a credit, into the slot that credit names. A batch
+//     is opaque bytes (0 <= bytes <= slot_bytes) with a header: sequence number (0, 1, 2, ... per
+//     channel), byte count, slot, and an optional checksum (XXH3-64 of the bytes; host
+//     transports only). d uses credits in the order m granted them, so batches arrive in
+//     sequence order; m checks the sequence, the size and (when on) the checksum of each.
+//  3. Release. receive() hands a filled slot to the trainer; release() gives it back, and m
+//     grants its credit again. So d never has more than K batches in flight, and a slow
+//     trainer makes d wait in send(), never drop or overwrite.
+//  4. End of stream and shutdown are explicit messages. d's close() sends "end after N batches";
+//     m's receive() returns nullopt once it has handed out all N. m's close() sends "shutdown":
+//     a send() waiting for a credit fails at once. An endpoint destroyed without close(), or
+//     failed, tells its peer "aborted", and the peer's waits fail at once.
+//  5. Deadlines. Every blocking call waits at most timeout_s (runtime.timeout_s), counted from
+//     the start of the call. On expiry it throws TransportError naming the channel, the peer
+//     (rank and host where there is one), the last sequence number seen and what was awaited.
+//     After a TransportError the endpoint is failed: every later call throws again, and the
+//     caller is expected to end the run (MpiSession::abort), not to retry.
+//
+// THREADING. An endpoint is used by one thread at a time (send()/close() on the data side,
+// receive()/release()/close() on the model side). The two endpoints of an in-process pair may be
+// used from two threads. stats() may be called from any thread. Transports that talk over MPI
+// (mpi, cuda_ipc, nccl) make MPI calls only inside their endpoint's calls, on the calling
+// thread: under MpiSession's MPI_THREAD_FUNNELED that must be the thread that initialised MPI
+// (the data rank's main thread sends, the trainer's main thread receives). A consequence for the
+// mpi transport: a large batch moves while the receiving thread is inside a channel call, so a
+// trainer that computes between receive() calls overlaps transfers only up to MPI's eager size.
+// GPU transports move bytes on a CUDA stream and are not affected.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace sluice::transport {
+
+struct ChannelOptions {
+  // How errors and logs name the channel, e.g. "feed rank 0 -> rank 1".
+  std::string name = "feed";
+  // K: receive slots, hence the most batches in flight. 2 = double, 3 = triple buffering.
+  int slots = 3;
+  // The largest batch in bytes (from the batch plan). Required. The mpi transport takes
+  // slot_bytes < 2 GiB.
+  size_t slot_bytes = 0;
+  // runtime.timeout_s: the deadline of every blocking call.
+  double timeout_s = 120.0;
+  // Verify an XXH3-64 checksum of every batch (host transports; GPU transports refuse it).
+  bool checksum = false;
+  // Transports over MPI: distinguishes channels between the same two ranks (their MPI tags).
+  // Both ends of a channel must use the same id; 0 <= channel_id < 2048.
+  int channel_id = 0;
+};
+
+// What the bottleneck report needs from one endpoint.
+struct ChannelStats {
+  uint64_t batches = 0;  // sent, or received (handed to the trainer)
+  uint64_t bytes = 0;
+  // Sender: time blocked waiting for a credit (the model side is the bottleneck).
+  // Receiver: time blocked in receive() until a batch was complete (the data side is).
+  double wait_s = 0.0;
+  // Sender: time moving bytes after a credit arrived. In the mpi transport this includes
+  // waiting for a busy receiving thread to take a batch above MPI's eager size (see THREADING),
+  // so wait_s + transfer_s is the sender's time blocked on the model side.
+  // Receiver: time spent checking batches (sequence, size, checksum).
+  double transfer_s = 0.0;
+};
+
+// A filled slot, on loan to the trainer until release(). `data` points into the receiver's slot:
+// host memory for inproc and mpi, device memory (the receiver's GPU) for cuda_ipc and nccl.
+struct ReceivedBatch {
+  int slot = -1;
+  uint64_t sequence = 0;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+class SendChannel {
+ public:
+  virtual ~SendChannel() = default;
+  // Blocks until a credit arrives, then moves `bytes` from `data` into the granted slot; returns
+  // when `data` may be reused. `data` is host memory for host transports, device memory for GPU
+  // transports, which read it on their own stream: work writing `data` must be complete (or
+  // synchronised) before the call. bytes > slot_bytes throws TransportError without failing the
+  // channel. If send() fails, MPI or the GPU may still read `data` until the run ends.
+  virtual void send(const void* data, size_t bytes) = 0;
+  // End of stream: tells the receiver that no batch follows the ones sent. Does not wait for the
+  // receiver to consume them. Idempotent; send() after close() throws.
+  virtual void close() = 0;
+  virtual ChannelStats stats() const = 0;
+};
+
+class ReceiveChannel {
+ public:
+  virtual ~ReceiveChannel() = default;
+  // Blocks until the next batch is complete in its slot; nullopt once the sender closed the
+  // stream and every batch was handed out (and on every later call).
+  virtual std::optional<ReceivedBatch> receive() = 0;
+  // Returns a slot from receive() and its credit to the sender. Batches may be released in any
+  // order. GPU transports: no queued GPU work may still read the slot (synchronise first).
+  virtual void release(const ReceivedBatch& batch) = 0;
+  // Shutdown: tells the sender to stop; batches not yet received are dropped. Idempotent.
+  virtual void close() = 0;
+  virtual ChannelStats stats() const = 0;
+};
+
+}  // namespace sluice::transport
