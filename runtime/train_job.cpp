@@ -215,7 +215,15 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   json losses = json::array(), validations = json::array();
   for (int64_t global = setup.first_step; global < setup.end_step;) {
     auto start = Clock::now();
-    const auto received = channel.receive();
+    std::optional<transport::ReceivedBatch> received;
+    try {
+      received = channel.receive();
+    } catch (const TransportError& error) {
+      // Say who this rank was waiting for in the run's terms: the data rank, its step.
+      throw TransportError("model " + session.describe(session.rank()) + " waiting for global step " +
+                           std::to_string(global) + " from its data " + session.describe(feeder_rank) +
+                           ": " + error.what());
+    }
     wait_s += seconds_since(start);
     if (!received) {
       throw TransportError("the feed from " + session.describe(feeder_rank) + " ended at global step " +
