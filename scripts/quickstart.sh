@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 run_dir=${RUN_DIR:-runs/quickstart}
 mkdir -p "$run_dir"
 echo "== sluice prep: 3 ranks, sample corpus -> $run_dir/cache"
-mpirun -np 3 build/launcher/sluice prep -c configs/prep.yaml --corpus data/sample-corpus --out "$run_dir/cache"
+mpirun --bind-to none -np 3 build/launcher/sluice prep -c configs/prep.yaml --corpus data/sample-corpus --out "$run_dir/cache"
 echo "== sluice cache verify"
 build/launcher/sluice cache verify "$run_dir/cache"
 echo "== sluice cache inspect"

@@ -42,7 +42,9 @@ baseline_rate=$(echo "$baseline" | /usr/bin/python3 -c 'import json,sys; print(j
 run_prep() {  # ranks threads -> audio-s/s (wall, whole job incl. start-up and index)
   local ranks=$1 threads=$2 out="$work/cache-$1x$2"
   local launcher=""
-  [ "$ranks" -gt 1 ] && launcher="mpirun -np $ranks"
+  # --bind-to none: by default Open MPI pins each rank to one core, where its worker and writer
+  # threads would then share that core.
+  [ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
   local start end
   start=$(date +%s.%N)
   $launcher "$sluice" prep --corpus "$work/corpus.jsonl" --out "$out" --threads "$threads" \
