@@ -13,16 +13,17 @@ namespace {
 // long enough not to burn a core while waiting.
 constexpr auto poll_interval = std::chrono::microseconds(200);
 
-void check(int code, const char* call) {
-  if (code != MPI_SUCCESS) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(code, text, &length);
-    throw TransportError(std::string(call) + " failed: " + std::string(text, static_cast<size_t>(length)));
-  }
-}
+void check(int code, const char* call) { check_mpi(code, call); }
 
 }  // namespace
+
+void check_mpi(int code, const char* call) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw TransportError(std::string(call) + " failed: " + std::string(text, static_cast<size_t>(length)));
+}
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialised = 0;

@@ -46,6 +46,11 @@ class MpiSession {
   std::vector<std::string> hosts_;
 };
 
+// The one MPI error wrapper: throws TransportError("CALL failed: <MPI's message>") unless
+// `code` is MPI_SUCCESS. Every MPI call in sluice goes through it (errors return as codes:
+// MpiSession sets MPI_ERRORS_RETURN on the world communicator).
+void check_mpi(int code, const char* call);
+
 using Deadline = std::chrono::steady_clock::time_point;
 Deadline deadline_after(double seconds);
 

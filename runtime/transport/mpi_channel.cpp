@@ -13,7 +13,6 @@ using detail::Clock;
 using detail::Deadline;
 using detail::FeedTag;
 using detail::feed_tag;
-using detail::mpi_check;
 
 // One MPI message of MPI_BYTE carries a batch: its count is an int.
 constexpr size_t max_slot_bytes = static_cast<size_t>(INT_MAX);
@@ -27,14 +26,14 @@ class MpiSendChannel final : public detail::MpiFeedSender {
   void transfer(const void* data, size_t bytes, const BatchHeader& header, Deadline deadline) override {
     send_header(header);
     MPI_Request request = MPI_REQUEST_NULL;
-    mpi_check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer_,
+    check_mpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer_,
                         feed_tag(options_.channel_id, FeedTag::payload), comm_, &request),
               "MPI_Isend(batch)");
     try {
       wait_for(
           [&] {
             int done = 0;
-            mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(batch)");
+            check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(batch)");
             return done != 0;
           },
           deadline, "the receiver to take batch " + std::to_string(header.sequence), true);
@@ -81,7 +80,7 @@ class MpiReceiveChannel final : public detail::MpiFeedReceiver {
   void on_grant(int slot) override {
     Payload& p = payloads_[static_cast<size_t>(slot)];
     p = Payload{};
-    mpi_check(MPI_Irecv(slots_.slot(slot), static_cast<int>(options_.slot_bytes), MPI_BYTE, peer_,
+    check_mpi(MPI_Irecv(slots_.slot(slot), static_cast<int>(options_.slot_bytes), MPI_BYTE, peer_,
                         feed_tag(options_.channel_id, FeedTag::payload), comm_, &p.request),
               "MPI_Irecv(batch)");
   }
@@ -91,10 +90,10 @@ class MpiReceiveChannel final : public detail::MpiFeedReceiver {
     if (!p.done) {
       int done = 0;
       MPI_Status status;
-      mpi_check(MPI_Test(&p.request, &done, &status), "MPI_Test(batch)");
+      check_mpi(MPI_Test(&p.request, &done, &status), "MPI_Test(batch)");
       if (!done) return false;
       int count = 0;
-      mpi_check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+      check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
       p.done = true;
       p.bytes = static_cast<size_t>(count);
     }

@@ -26,10 +26,10 @@ template <typename Message>
 bool try_receive(MPI_Comm comm, int peer, int tag, Message& message) {
   int arrived = 0;
   MPI_Status status;
-  mpi_check(MPI_Iprobe(peer, tag, comm, &arrived, &status), "MPI_Iprobe");
+  check_mpi(MPI_Iprobe(peer, tag, comm, &arrived, &status), "MPI_Iprobe");
   if (!arrived) return false;
   // The message has arrived (small, eager): this MPI_Recv completes without waiting.
-  mpi_check(MPI_Recv(&message, sizeof(Message), MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+  check_mpi(MPI_Recv(&message, sizeof(Message), MPI_BYTE, peer, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
   return true;
 }
 
@@ -37,13 +37,6 @@ bool try_receive(MPI_Comm comm, int peer, int tag, Message& message) {
 
 int feed_tag(int channel_id, FeedTag tag) { return 0x4000 + 8 * channel_id + static_cast<int>(tag); }
 
-void mpi_check(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  throw TransportError(std::string(call) + " failed: " + std::string(text, static_cast<size_t>(length)));
-}
 
 // ---------------------------------------------------------------------------------------------
 // SmallSends
@@ -63,7 +56,7 @@ SmallSends::~SmallSends() {
 void SmallSends::post(const void* data, size_t bytes, int tag) {
   auto pending = std::make_unique<Pending>();
   pending->bytes.assign(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
-  mpi_check(MPI_Isend(pending->bytes.data(), static_cast<int>(bytes), MPI_BYTE, peer_, tag, comm_,
+  check_mpi(MPI_Isend(pending->bytes.data(), static_cast<int>(bytes), MPI_BYTE, peer_, tag, comm_,
                       &pending->request),
             "MPI_Isend");
   pending_.push_back(std::move(pending));
@@ -72,7 +65,7 @@ void SmallSends::post(const void* data, size_t bytes, int tag) {
 void SmallSends::progress() {
   while (!pending_.empty()) {
     int done = 0;
-    mpi_check(MPI_Test(&pending_.front()->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    check_mpi(MPI_Test(&pending_.front()->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (!done) return;
     pending_.pop_front();
   }
@@ -278,7 +271,7 @@ void MpiFeedReceiver::grant_all() {
 void MpiFeedReceiver::grant(int slot) {
   Slot& s = slots_[static_cast<size_t>(slot)];
   s.header_seen = false;
-  mpi_check(MPI_Irecv(&headers_[static_cast<size_t>(slot)], sizeof(BatchHeader), MPI_BYTE, peer_,
+  check_mpi(MPI_Irecv(&headers_[static_cast<size_t>(slot)], sizeof(BatchHeader), MPI_BYTE, peer_,
                       feed_tag(options_.channel_id, FeedTag::header), comm_, &s.header_request),
             "MPI_Irecv(batch header)");
   on_grant(slot);
@@ -326,7 +319,7 @@ void MpiFeedReceiver::progress() {
     Slot& s = slots_[static_cast<size_t>(slot)];
     if (s.header_seen) continue;
     int done = 0;
-    mpi_check(MPI_Test(&s.header_request, &done, MPI_STATUS_IGNORE), "MPI_Test(batch header)");
+    check_mpi(MPI_Test(&s.header_request, &done, MPI_STATUS_IGNORE), "MPI_Test(batch header)");
     // Headers match receives in grant order: a later one cannot be complete before this one.
     if (!done) break;
     const BatchHeader& h = headers_[static_cast<size_t>(slot)];

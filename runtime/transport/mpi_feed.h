@@ -54,9 +54,6 @@ struct ControlMessage {
   uint64_t batches = 0;  // end_of_stream, aborted from the sender: batches sent
 };
 
-// Throws TransportError for an MPI error code (`call` names the MPI function).
-void mpi_check(int code, const char* call);
-
 // Small messages (credits, headers, control) sent without waiting: each keeps its own copy of
 // the bytes until MPI is done with it. Eager-sized, so they complete without the peer's help.
 class SmallSends {

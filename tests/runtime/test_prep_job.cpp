@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/command.h"
+
 #include "cache/cache_reader.h"
 #include "cache/shard_reader.h"
 
@@ -21,21 +23,10 @@ namespace sluice {
 namespace {
 
 namespace fs = std::filesystem;
+using test::CommandResult;
 
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
-
-// Runs a shell command, returning its exit code and its stdout+stderr.
-CommandResult run(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
-}
+CommandResult run(const std::string& command) { return test::run_command(command); }
+fs::path scratch(const std::string& name) { return test::scratch_dir("prep-test", name); }
 
 std::string prep_command(int ranks, const fs::path& corpus, const fs::path& cache,
                          const std::string& extra = "") {
@@ -45,13 +36,6 @@ std::string prep_command(int ranks, const fs::path& corpus, const fs::path& cach
                                   : "";
   return command + SLUICE_BINARY + " prep --corpus " + corpus.string() + " --out " + cache.string() +
          " --set cache.shard_size=16 --set prep.progress_interval_s=0.2 " + extra;
-}
-
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("sluice-prep-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 std::map<std::string, cache::Sample> samples_by_id(const fs::path& dir) {

@@ -12,32 +12,17 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/command.h"
+
 namespace sluice {
 namespace {
 
 namespace fs = std::filesystem;
+using test::CommandResult;
+
+CommandResult run(const std::string& command) { return test::run_command(command); }
+fs::path scratch(const std::string& name) { return test::scratch_dir("train-test", name); }
 using nlohmann::json;
-
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
-
-CommandResult run(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
-}
-
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("sluice-train-test-" + std::to_string(::getpid())) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
