@@ -116,6 +116,10 @@ config::Schema build_schema() {
   schema.add({"train.reader_threads", ValueType::integer, "2",
               "cache read + collate threads per data rank", {}, 1, 256});
 
+  schema.add({"train.replay_from_memory", ValueType::boolean, "false",
+              "benchmark baseline: model ranks replay one in-memory batch per bucket in the plan's order "
+              "instead of being fed (data ranks idle); bench/train/bench_feed.sh divides by it"});
+
   // model: what model ranks train.
   schema.add({"model.kind", ValueType::string, "transformer",
               "built-in Transformer TTS, or a TorchScript module whose forward returns the loss",
@@ -142,12 +146,9 @@ config::Schema build_schema() {
   schema.add({"roles.layout", ValueType::string, "",
               "explicit comma-separated role per rank (data,model,...); overrides data_per_node"});
   schema.add({"roles.transport", ValueType::string, "auto",
-              "how batches travel: auto = inproc (one process), mpi (CPU), cuda_ipc (shared GPU), nccl",
+              "how batches travel: auto = inproc (one process), mpi (CPU), cuda_ipc (shared GPU), nccl; "
+              "sluice train runs inproc and mpi in this build (the GPU channels await GPU testing)",
               {"auto", "inproc", "mpi", "nccl", "cuda_ipc"}});
-  schema.add({"roles.model_memory_fraction", ValueType::number, "0",
-              "cap of the caching allocator on model ranks' GPUs (fraction of memory); 0 = no cap", {}, 0, 1});
-  schema.add({"roles.data_memory_fraction", ValueType::number, "0",
-              "cap of the caching allocator on data ranks' GPUs; 0 = no cap", {}, 0, 1});
 
   // runtime: behaviour across ranks.
   schema.add({"runtime.timeout_s", ValueType::number, "120",

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -171,8 +172,44 @@ double validation_loss(model::Trainer& trainer, cache::CacheReader& reader, cons
 }
 
 // The model side: receive, train, log, validate, checkpoint.
+// Batches collated once per bucket and kept in memory: the baseline of the input-pipeline
+// efficiency benchmark (train.replay_from_memory). Same shapes in the same order as the real
+// feed, no cache reads, no transport.
+class ReplayBatches {
+ public:
+  ReplayBatches(cache::CacheReader& reader, const PlanSchedule& schedule, int model_index) : schedule_(schedule),
+        model_index_(model_index) {
+    const auto plan = schedule.epoch(0);
+    std::vector<cache::Sample> samples;
+    for (int64_t step = 0; step < plan->steps(); ++step) {
+      const PlannedBatch& batch = plan->batch(step, model_index);
+      auto& bytes = by_bucket_[batch.bucket];
+      if (!bytes.empty()) continue;
+      reader.read_batch(batch.samples, samples);
+      collate(samples, plan->buckets()[static_cast<size_t>(batch.bucket)], reader.n_mels(), 0, step, batch.bucket,
+              bytes);
+    }
+  }
+
+  BatchPointers at(int64_t global) {
+    const PlanPosition position = schedule_.position(global);
+    const int32_t bucket = schedule_.epoch(position.epoch)->batch(position.step, model_index_).bucket;
+    auto& bytes = by_bucket_.at(bucket);
+    // The header carries the position the loop checks; the payload is the bucket's batch.
+    auto* header = reinterpret_cast<BatchHeader*>(bytes.data());
+    header->epoch = position.epoch;
+    header->step = position.step;
+    return BatchPointers::of(bytes.data(), bytes.size());
+  }
+
+ private:
+  const PlanSchedule& schedule_;
+  int model_index_;
+  std::map<int32_t, std::vector<std::byte>> by_bucket_;
+};
+
 json train_model(const MpiSession& session, const config::Config& config, const RunSetup& setup,
-                 cache::CacheReader& reader, transport::ReceiveChannel& channel, int feeder_rank,
+                 cache::CacheReader& reader, transport::ReceiveChannel* channel, int feeder_rank,
                  model::GradientReducer* reducer) {
   const int model_index = model_index_of(setup, session.rank());
   const bool speaker = model_index == 0;  // the first model rank logs and checkpoints
@@ -206,6 +243,13 @@ json train_model(const MpiSession& session, const config::Config& config, const 
                 {"plan", setup.schedule->epoch(0)->fingerprint()}};
   };
 
+  std::unique_ptr<ReplayBatches> replay;
+  if (channel == nullptr) replay = std::make_unique<ReplayBatches>(reader, *setup.schedule, model_index);
+  // Steady state for throughput: after a warm-up of a fifth of the steps (at most 10).
+  const int64_t warmup = std::min<int64_t>(10, (setup.end_step - setup.first_step) / 5);
+  auto steady_started = Clock::now();
+  int64_t steady_padded_frames = 0;
+
   const int64_t log_every = config.integer("train.log_every");
   const int64_t validation_every = config.integer("train.validation_every");
   const int64_t checkpoint_every = config.integer("train.checkpoint_every");
@@ -214,22 +258,29 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   int64_t window_steps = 0, samples = 0, frames = 0;
   json losses = json::array(), validations = json::array();
   for (int64_t global = setup.first_step; global < setup.end_step;) {
+    if (global == setup.first_step + warmup) {
+      steady_started = Clock::now();
+      steady_padded_frames = 0;
+    }
     auto start = Clock::now();
     std::optional<transport::ReceivedBatch> received;
-    try {
-      received = channel.receive();
-    } catch (const TransportError& error) {
-      // Say who this rank was waiting for in the run's terms: the data rank, its step.
-      throw TransportError("model " + session.describe(session.rank()) + " waiting for global step " +
-                           std::to_string(global) + " from its data " + session.describe(feeder_rank) +
-                           ": " + error.what());
+    if (channel != nullptr) {
+      try {
+        received = channel->receive();
+      } catch (const TransportError& error) {
+        // Say who this rank was waiting for in the run's terms: the data rank, its step.
+        throw TransportError("model " + session.describe(session.rank()) + " waiting for global step " +
+                             std::to_string(global) + " from its data " + session.describe(feeder_rank) +
+                             ": " + error.what());
+      }
+      if (!received) {
+        throw TransportError("the feed from " + session.describe(feeder_rank) + " ended at global step " +
+                             std::to_string(global) + " of " + std::to_string(setup.end_step));
+      }
     }
     wait_s += seconds_since(start);
-    if (!received) {
-      throw TransportError("the feed from " + session.describe(feeder_rank) + " ended at global step " +
-                           std::to_string(global) + " of " + std::to_string(setup.end_step));
-    }
-    const BatchPointers batch = BatchPointers::of(received->data, received->bytes);
+    const BatchPointers batch =
+        replay ? replay->at(global) : BatchPointers::of(received->data, received->bytes);
     const PlanPosition expected = setup.schedule->position(global);
     if (batch.header->epoch != expected.epoch || batch.header->step != expected.step) {
       throw TransportError("received epoch " + std::to_string(batch.header->epoch) + " step " +
@@ -242,7 +293,8 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     compute_s += seconds_since(start);
     for (int32_t i = 0; i < batch.header->batch_size; ++i) frames += batch.mel_lens[i];
     samples += batch.header->batch_size;
-    channel.release(*received);
+    steady_padded_frames += int64_t{batch.header->batch_size} * batch.header->max_frames;
+    if (channel != nullptr) channel->release(*received);
     ++global;
     window_loss += result.loss;
     ++window_steps;
@@ -271,6 +323,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     }
   }
   const double elapsed = seconds_since(started);
+  const double steady_s = seconds_since(steady_started);
   const double final_validation = validation_loss(trainer, reader, setup, model_index, plan, reducer);
   validations.push_back({{"global_step", setup.end_step}, {"loss", final_validation}});
   if (speaker) {
@@ -285,6 +338,10 @@ json train_model(const MpiSession& session, const config::Config& config, const 
           {"compute_seconds", compute_s},
           {"samples", samples},
           {"frames", frames},
+          {"replay_from_memory", channel == nullptr},
+          {"steady_steps", setup.end_step - setup.first_step - warmup},
+          {"steady_seconds", steady_s},
+          {"steady_padded_frames_per_second", double(steady_padded_frames) / steady_s},
           {"losses", losses},
           {"validation", validations}};
 }
@@ -363,8 +420,11 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   const int read_ahead = static_cast<int>(config.integer("train.read_ahead"));
   BatchFeeder feeder(reader, *setup.schedule, reader_threads, read_ahead);
 
+  const bool replay = config.boolean("train.replay_from_memory");
   json rank_stats;
-  if (me.role == Role::data_and_model) {
+  if (me.role == Role::data_and_model && replay) {
+    rank_stats = train_model(session, config, setup, reader, nullptr, 0, nullptr);
+  } else if (me.role == Role::data_and_model) {
     channel.name = "feed (in-process)";
     auto pair = transport::make_inproc_channel_pair(channel);
     std::exception_ptr feed_error;
@@ -378,7 +438,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
       }
     });
     try {
-      rank_stats = train_model(session, config, setup, reader, *pair.receiver, 0, nullptr);
+      rank_stats = train_model(session, config, setup, reader, pair.receiver.get(), 0, nullptr);
     } catch (...) {
       pair.receiver->close();  // unblocks the data thread
       data_thread.join();
@@ -391,7 +451,9 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
     // The model ranks' communicator for gradient reduction (collective over the world, once).
     MPI_Comm model_comm;
     MPI_Comm_split(session.world(), me.role == Role::model ? 1 : MPI_UNDEFINED, session.rank(), &model_comm);
-    if (me.role == Role::data) {
+    if (me.role == Role::data && replay) {
+      rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"batches", 0}, {"replay_from_memory", true}};
+    } else if (me.role == Role::data) {
       std::vector<std::unique_ptr<transport::SendChannel>> channels;
       std::vector<FeedTarget> targets;
       for (int model_rank : me.feeds) {
@@ -405,8 +467,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
       for (int r : setup.model_ranks) names += (names.empty() ? "" : ",") + std::to_string(r);
       MpiGradientReducer reducer(model_comm, timeout_s, names);
       channel.name = "feed rank " + std::to_string(me.fed_by) + " -> rank " + std::to_string(session.rank());
-      auto receiver = transport::make_mpi_receive_channel(session, me.fed_by, channel);
-      rank_stats = train_model(session, config, setup, reader, *receiver, me.fed_by,
+      auto receiver = replay ? nullptr : transport::make_mpi_receive_channel(session, me.fed_by, channel);
+      rank_stats = train_model(session, config, setup, reader, receiver.get(), me.fed_by,
                                setup.model_ranks.size() > 1 ? &reducer : nullptr);
       rank_stats["allreduce_exposed_seconds"] = reducer.exposed_seconds();
       MPI_Comm_free(&model_comm);

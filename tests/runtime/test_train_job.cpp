@@ -113,6 +113,24 @@ TEST_F(TrainJob, ResumeContinuesExactlyWhereTheUninterruptedRunWent) {
   for (size_t i = 0; i < 8; ++i) EXPECT_EQ(continued[i], reference[8 + i]) << "step " << 8 + i;
 }
 
+TEST_F(TrainJob, ReplayFromMemoryTrainsTheSameShapesWithoutAFeed) {
+  const fs::path fed = scratch("fed"), replayed = scratch("replayed");
+  ASSERT_EQ(run(train(3, fed, 10)).exit_code, 0);
+  const auto result = run(train(3, replayed, 10, "--set train.replay_from_memory=true"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(read_json(replayed / "ranks" / "rank-0.json")["batches"], 0);  // the data rank idles
+  const json model = read_json(replayed / "ranks" / "rank-1.json");
+  EXPECT_TRUE(model["replay_from_memory"].get<bool>());
+  EXPECT_EQ(model["steps"], 10);
+  EXPECT_EQ(model["steady_steps"], 8);
+  EXPECT_GT(model["steady_padded_frames_per_second"].get<double>(), 0.0);
+  // Same bucket sequence, so the same padded frames per step on average as the fed run.
+  const json reference = read_json(fed / "ranks" / "rank-1.json");
+  EXPECT_NEAR(model["steady_padded_frames_per_second"].get<double>() * model["steady_seconds"].get<double>(),
+              reference["steady_padded_frames_per_second"].get<double>() * reference["steady_seconds"].get<double>(),
+              1.0);
+}
+
 TEST_F(TrainJob, ResumeWithoutCheckpointOrWithAnotherPlanIsRefused) {
   const fs::path run_dir = scratch("refused");
   auto result = run(train(1, run_dir, 4, "--resume"));

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Input-pipeline efficiency: model-rank throughput with the real feed (data rank -> model ranks
+# over the configured transport) divided by the throughput of replaying the same sequence of
+# batch shapes from memory on the model ranks (train.replay_from_memory), both measured here,
+# in one run, after a warm-up. 1.0 means the feed costs the model ranks nothing.
+#
+#   bench/train/bench_feed.sh [BUILD_DIR] [STEPS] [RANKS] [-- extra sluice train options]
+#
+# Uses the sample corpus's cache (made if missing). RANKS = 1 measures the in-process feed
+# (a data thread in the model's process), RANKS >= 2 the MPI feed from one data rank.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+steps=${2:-60}
+ranks=${3:-3}
+shift $(( $# < 3 ? $# : 3 ))
+[ "${1:-}" = "--" ] && shift
+sluice=$build/launcher/sluice
+work=${BENCH_DIR:-/tmp/sluice-bench-feed}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+scripts/make-sample-corpus.sh data/sample-corpus >/dev/null
+mkdir -p "$work"
+[ -f "$work/cache/manifest.json" ] || "$sluice" prep --corpus data/sample-corpus --out "$work/cache" >/dev/null 2>&1
+
+launcher=""
+[ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
+run() {  # name, extra settings
+  rm -rf "$work/$1"
+  $launcher "$sluice" train --cache "$work/cache" --run-dir "$work/$1" --steps "$steps" \
+    --set train.validation_every=0 --set train.checkpoint_every=0 --set train.log_every=1000000 \
+    "${@:2}" >"$work/$1.log" 2>&1
+}
+run feed "$@"
+run replay --set train.replay_from_memory=true "$@"
+/usr/bin/python3 - "$work" <<'PY'
+import glob, json, sys
+work = sys.argv[1]
+def model_ranks(name):
+    ranks = [json.load(open(f)) for f in sorted(glob.glob(f"{work}/{name}/ranks/rank-*.json"))]
+    return [r for r in ranks if r["role"] == "model" or "steady_seconds" in r]
+feed, replay = model_ranks("feed"), model_ranks("replay")
+print(f"{'model rank':<12}{'feed frames/s':>15}{'replay frames/s':>17}{'efficiency':>12}{'input wait':>12}")
+ratios = []
+for f, r in zip(feed, replay):
+    ratio = f["steady_padded_frames_per_second"] / r["steady_padded_frames_per_second"]
+    ratios.append(ratio)
+    wait = f["input_wait_seconds"] / f["wall_seconds"]
+    print(f"{f['rank']:<12}{f['steady_padded_frames_per_second']:>15.0f}{r['steady_padded_frames_per_second']:>17.0f}"
+          f"{ratio:>12.3f}{wait:>11.1%}")
+print(f"input-pipeline efficiency (mean over model ranks, {feed[0]['steady_steps']} steady steps): "
+      f"{sum(ratios) / len(ratios):.3f} (goal >= 0.98)")
+PY
