@@ -1,6 +1,9 @@
 // sluice: one executable, one subcommand per job. This file parses the command line, starts MPI
 // and hands over to runtime/; it holds no logic of its own.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -125,9 +128,13 @@ int main(int argc, char** argv) {
   }
 
   sluice::MpiSession session(&argc, &argv);
+  // Before MPI_Abort after a transport error, the failing rank waits this long so that the other
+  // ranks waiting on the same dead peer reach their own deadlines and say so too.
+  double abort_grace_s = 1.0;
   try {
     if (*train) {
       auto settings = train_config.load();
+      abort_grace_s = std::min(3.0, 0.5 * settings.number("runtime.timeout_s"));
       if (!train_cache.empty()) settings.set("cache.dir", train_cache, "--cache");
       if (!train_run_dir.empty()) settings.set("train.run_dir", train_run_dir, "--run-dir");
       if (train_steps >= 0) settings.set("train.steps", std::to_string(train_steps), "--steps");
@@ -145,7 +152,13 @@ int main(int argc, char** argv) {
     if (error.kind() != sluice::ErrorKind::config || session.rank() == 0) {
       sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
     }
-    if (session.size() > 1 && error.kind() != sluice::ErrorKind::config) session.abort(1);
+    if (session.size() > 1 && error.kind() != sluice::ErrorKind::config) {
+      if (error.kind() == sluice::ErrorKind::transport) {
+        sluice::log::get("launcher")->flush();
+        std::this_thread::sleep_for(std::chrono::duration<double>(abort_grace_s));
+      }
+      session.abort(1);
+    }
     return error.kind() == sluice::ErrorKind::config ? exit_usage : 1;
   } catch (const std::exception& error) {
     sluice::log::get("launcher")->error("internal error: {}", error.what());

@@ -142,59 +142,89 @@ TEST_F(TrainJob, ResumeWithoutCheckpointOrWithAnotherPlanIsRefused) {
   EXPECT_NE(result.output.find("batch plan differs"), std::string::npos) << result.output;
 }
 
-// A data rank that stops answering (SIGSTOP: alive but silent) is named by the model ranks, and
-// the job ends non-zero within twice runtime.timeout_s.
-TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
-  const fs::path run_dir = scratch("silent");
-  const double timeout_s = 4;
+// Starts a long 3-rank run, waits until it trains, sends `signal` to rank 0 (the data rank),
+// and returns how long the job took to end after that, its exit status and its output.
+struct Interrupted {
+  double seconds;
+  int status;
+  std::string output;
+};
+
+Interrupted interrupt_data_rank(const std::string& command, const fs::path& run_dir, int signal) {
   const std::string log = (run_dir / "output.txt").string();
   const pid_t child = ::fork();
   if (child == 0) {
-    ::setsid();
-    const std::string command = train(3, run_dir, 100000, "--set runtime.timeout_s=4") + " > " + log + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::setsid();  // its own process group, so that the test can stop everything it started
+    const std::string redirected = command + " > " + log + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", redirected.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait until training runs, then find rank 0 (the data rank) among the group's processes.
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
   pid_t data_rank = -1;
   while (data_rank < 0 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    std::ifstream out(log);
-    const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-    if (text.find("step 5/") == std::string::npos) continue;
+    if (slurp(log).find("step 5/") == std::string::npos) continue;
     for (const auto& entry : fs::directory_iterator("/proc")) {
       const std::string name = entry.path().filename().string();
       if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream environ(entry.path() / "environ");
-      const std::string env((std::istreambuf_iterator<char>(environ)), std::istreambuf_iterator<char>());
-      std::ifstream cmdline(entry.path() / "cmdline");
-      const std::string cmd((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+      const std::string env = slurp((entry.path() / "environ").string());
+      const std::string cmd = slurp((entry.path() / "cmdline").string());
       if (cmd.find(run_dir.string()) != std::string::npos && cmd.rfind(SLUICE_BINARY, 0) == 0 &&
           env.find(std::string("OMPI_COMM_WORLD_RANK=0") + '\0') != std::string::npos) {
         data_rank = std::stoi(name);
       }
     }
   }
-  ASSERT_GT(data_rank, 0) << "the run did not start training";
-  const auto stopped = std::chrono::steady_clock::now();
-  ::kill(data_rank, SIGSTOP);
-  int status = 0;
-  while (::waitpid(child, &status, WNOHANG) == 0 &&
-         std::chrono::steady_clock::now() - stopped < std::chrono::seconds(60)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Interrupted result{-1, -1, ""};
+  if (data_rank > 0) {
+    const auto sent = std::chrono::steady_clock::now();
+    ::kill(data_rank, signal);
+    while (::waitpid(child, &result.status, WNOHANG) == 0 &&
+           std::chrono::steady_clock::now() - sent < std::chrono::seconds(60)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+    ::kill(data_rank, SIGKILL);
   }
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
-  ::kill(-child, SIGKILL);  // whatever is left, including the stopped rank
-  ::kill(data_rank, SIGKILL);
-  ::waitpid(child, &status, 0);
+  ::kill(-child, SIGKILL);  // whatever is left, including a stopped rank
+  ::waitpid(child, &result.status, 0);
+  result.output = slurp(log);
+  return result;
+}
 
-  std::ifstream out(log);
-  const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-  EXPECT_LT(elapsed, 2 * timeout_s) << text;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << text;
-  EXPECT_NE(text.find("from its data rank 0 (host "), std::string::npos) << text;
-  EXPECT_NE(text.find("waiting for global step"), std::string::npos) << text;
+// A data rank that stops answering (SIGSTOP: alive but silent) is named by every model rank, and
+// the job ends non-zero within twice runtime.timeout_s.
+TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
+  const fs::path run_dir = scratch("silent");
+  const auto result = interrupt_data_rank(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGSTOP);
+  ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
+  EXPECT_LT(result.seconds, 2 * 4.0) << result.output;
+  EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) != 0) << result.output;
+  // Every model rank says what it timed out on: the one whose batch is missing names the data
+  // rank; the other may already be waiting for it in the gradient all-reduce and names that.
+  for (const char* model_rank : {"[rank 1 @ ", "[rank 2 @ "}) {
+    bool reported = false;
+    for (auto at = result.output.find(model_rank); at != std::string::npos; at = result.output.find(model_rank, at + 1)) {
+      reported |= result.output.substr(at, 200).find("[error] transport error") != std::string::npos;
+    }
+    EXPECT_TRUE(reported) << model_rank << " did not report\n" << result.output;
+  }
+  EXPECT_NE(result.output.find("from its data rank 0 (host "), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("waiting for global step"), std::string::npos) << result.output;
+}
+
+// A data rank killed outright: mpirun ends the whole job at once and names the dead rank.
+TEST_F(TrainJob, KilledDataRankEndsTheJobAndIsNamed) {
+  const fs::path run_dir = scratch("killed");
+  const auto result = interrupt_data_rank(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGKILL);
+  ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
+  EXPECT_LT(result.seconds, 2 * 4.0) << result.output;
+  EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) != 0) << result.output;
+  EXPECT_NE(result.output.find("rank 0"), std::string::npos) << result.output;
 }
 
 }  // namespace
