@@ -33,6 +33,10 @@ T field(const json& object, const char* key, const std::string& source, const st
 
 }  // namespace
 
+json ManifestTotals::to_json() const {
+  return {{"samples", samples}, {"frames", frames}, {"tokens", tokens}, {"seconds", seconds}, {"rejects", rejects}};
+}
+
 json Manifest::to_json() const {
   json shard_list = json::array();
   for (const ManifestShard& shard : shards) {
@@ -54,12 +58,7 @@ json Manifest::to_json() const {
               {"languages", languages},
               {"speakers", speakers},
               {"shards", shard_list},
-              {"totals",
-               {{"samples", totals.samples},
-                {"frames", totals.frames},
-                {"tokens", totals.tokens},
-                {"seconds", totals.seconds},
-                {"rejects", totals.rejects}}},
+              {"totals", totals.to_json()},
               {"index", index}};
 }
 

@@ -21,6 +21,9 @@ struct ManifestShard {
 struct ManifestTotals {
   int64_t samples = 0, frames = 0, tokens = 0, rejects = 0;
   double seconds = 0.0;
+
+  // {"samples", "frames", "tokens", "seconds", "rejects"}: as in the manifest and inspect --json.
+  nlohmann::json to_json() const;
 };
 
 struct Manifest {
