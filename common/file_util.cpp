@@ -46,12 +46,4 @@ std::string read_file(const std::filesystem::path& path) {
   content << in.rdbuf();
   return content.str();
 }
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
-  std::string host(name);
-  return host.substr(0, host.find('.'));
-}
-
 }  // namespace sluice

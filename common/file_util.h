@@ -12,7 +12,4 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 // The whole file as a string; throws naming the path.
 std::string read_file(const std::filesystem::path& path);
 
-// This machine's short host name.
-std::string host_name();
-
 }  // namespace sluice

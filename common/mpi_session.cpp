@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "common/file_util.h"
+#include "common/host.h"
 #include "common/log.h"
 
 namespace sluice {

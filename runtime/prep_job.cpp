@@ -16,6 +16,7 @@
 #include "cache/shard_reader.h"
 #include "common/error.h"
 #include "common/file_util.h"
+#include "common/host.h"
 #include "common/log.h"
 #include "dataset/audio.h"
 #include "dataset/phonemizer.h"
@@ -391,8 +392,14 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   settings.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
   settings.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));
   const int64_t threads = config.integer("prep.threads");
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  settings.threads = threads > 0 ? static_cast<int>(threads) : std::max(1, cores / session.local_size());
+  // Default: the cores this rank may use; when ranks share a node unbound, a share of them.
+  const int cores = usable_cores();
+  const int share = cores >= static_cast<int>(std::thread::hardware_concurrency()) ? cores / session.local_size() : cores;
+  settings.threads = threads > 0 ? static_cast<int>(threads) : std::max(1, share);
+  const std::string warning = binding_warning(settings.threads + 1);
+  if (!warning.empty() && session.local_rank() == 0) {  // the same on every rank of the node
+    logger()->warn("{} (prep: {} worker(s) + 1 writer)", warning, settings.threads);
+  }
   if (settings.min_seconds >= settings.max_seconds) {
     throw ConfigError("prep.min_seconds (" + std::to_string(settings.min_seconds) +
                       ") must be below prep.max_seconds (" + std::to_string(settings.max_seconds) + ")");

@@ -12,6 +12,7 @@
 #include "cache/cache_reader.h"
 #include "common/error.h"
 #include "common/file_util.h"
+#include "common/host.h"
 #include "common/log.h"
 #include "model/trainer.h"
 #include "runtime/batch_buffer.h"
@@ -409,8 +410,15 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   }
 
   const RankPlacement& me = setup.roles.at(session.rank());
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  model::set_compute_threads(std::max(1, cores / session.local_size()));
+  const int cores = usable_cores();
+  const bool unbound = cores >= static_cast<int>(std::thread::hardware_concurrency());
+  const int compute_threads = std::max(1, unbound ? cores / session.local_size() : cores);
+  model::set_compute_threads(compute_threads);
+  const int busy = me.role == Role::model ? compute_threads
+                                          : static_cast<int>(config.integer("train.reader_threads")) + 1;
+  if (const std::string warning = binding_warning(busy); !warning.empty() && session.local_rank() <= 1) {
+    logger()->warn("{}", warning);  // once for a data rank and once for a model rank on a node
+  }
 
   transport::ChannelOptions channel;
   channel.slots = static_cast<int>(config.integer("train.credits"));

@@ -1,0 +1,33 @@
+#include "common/host.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace sluice {
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown-host";
+  std::string host(name);
+  return host.substr(0, host.find('.'));
+}
+
+int usable_cores() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (::sched_getaffinity(0, sizeof(mask), &mask) == 0) return std::max(1, CPU_COUNT(&mask));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::string binding_warning(int threads) {
+  const int cores = usable_cores();
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= cores || cores >= machine) return "";
+  return "this rank is bound to " + std::to_string(cores) + " core(s) but runs " + std::to_string(threads) +
+         " threads, which then share them; launch with `mpirun --bind-to none` (or --map-by slot:PE=" + std::to_string(threads) +
+         ", srun --cpus-per-task=" + std::to_string(threads) + ")";
+}
+
+}  // namespace sluice

@@ -1,0 +1,18 @@
+#pragma once
+// Facts about the machine this process runs on.
+#include <string>
+
+namespace sluice {
+
+// This machine's short host name (up to the first dot).
+std::string host_name();
+
+// Cores this process may run on: its CPU affinity mask (what mpirun or srun binding left it),
+// not the machine's total. At least 1.
+int usable_cores();
+
+// A warning for a rank that will run `threads` working threads on fewer cores than that because of
+// its binding, or "" when the binding leaves room. Says how to launch instead.
+std::string binding_warning(int threads);
+
+}  // namespace sluice
