@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_session.h"
+#include "common/stop_signal.h"
 #include "runtime/cache_commands.h"
 #include "runtime/prep_job.h"
 #include "runtime/settings.h"
@@ -85,7 +86,8 @@ int main(int argc, char** argv) {
   train->add_flag("--resume", train_resume,
                   "continue from RUN_DIR/checkpoints/latest.json with the next unseen batch");
   train->footer("Exit codes: 0 done; 1 failed (a rank, its host and what it waited for are named); "
-                "2 bad option or config.");
+                "2 bad option or config; 4 stopped by SIGTERM/SIGUSR1 after writing a checkpoint "
+                "(rerun with --resume).");
 
   auto* cache = app.add_subcommand("cache", "Check or summarise a finished cache");
   cache->require_subcommand(1);
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
   double abort_grace_s = 1.0;
   try {
     if (*train) {
+      sluice::install_stop_signal_handlers();
       auto settings = train_config.load();
       abort_grace_s = std::min(3.0, 0.5 * settings.number("runtime.timeout_s"));
       if (!train_cache.empty()) settings.set("cache.dir", train_cache, "--cache");

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/file_util.h"
 #include "common/host.h"
+#include "common/stop_signal.h"
 #include "common/log.h"
 #include "model/trainer.h"
 #include "runtime/batch_buffer.h"
@@ -258,6 +259,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   double wait_s = 0, compute_s = 0, window_loss = 0;
   int64_t window_steps = 0, samples = 0, frames = 0;
   json losses = json::array(), validations = json::array();
+  int64_t stopped_at = -1;  // the step a stop signal ended the run at, if one did
   for (int64_t global = setup.first_step; global < setup.end_step;) {
     if (global == setup.first_step + warmup) {
       steady_started = Clock::now();
@@ -301,6 +303,13 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     ++window_steps;
     losses.push_back(result.loss);
 
+    // Preemption: every model rank agrees, at the same step, whether any of them got the signal.
+    float stop = stop_requested() ? 1.0f : 0.0f;
+    if (reducer != nullptr) reducer->all_reduce_sum(&stop, 1);
+    if (stop > 0 && global < setup.end_step) {
+      stopped_at = global;
+      break;
+    }
     if (global % log_every == 0 || global == setup.end_step) {
       // Mean over model ranks and the window: every model rank reaches this at the same step.
       float buffer[2] = {static_cast<float>(window_loss), static_cast<float>(window_steps)};
@@ -325,11 +334,21 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   }
   const double elapsed = seconds_since(started);
   const double steady_s = seconds_since(steady_started);
-  const double final_validation = validation_loss(trainer, reader, setup, model_index, plan, reducer);
-  validations.push_back({{"global_step", setup.end_step}, {"loss", final_validation}});
-  if (speaker) {
-    checkpoints.save(trainer, position_json(setup.end_step));
-    logger()->info("validation loss {:.4f} at step {}; checkpoint written", final_validation, setup.end_step);
+  if (stopped_at >= 0) {
+    // Checkpoint first, then tell the data rank to stop sending.
+    if (speaker) {
+      checkpoints.save(trainer, position_json(stopped_at));
+      logger()->warn("{} received: stopped after global step {} with a checkpoint; rerun with --resume to "
+                     "continue with the next unseen batch", stop_signal_name(), stopped_at);
+    }
+    if (channel != nullptr) channel->close();
+  } else {
+    const double final_validation = validation_loss(trainer, reader, setup, model_index, plan, reducer);
+    validations.push_back({{"global_step", setup.end_step}, {"loss", final_validation}});
+    if (speaker) {
+      checkpoints.save(trainer, position_json(setup.end_step));
+      logger()->info("validation loss {:.4f} at step {}; checkpoint written", final_validation, setup.end_step);
+    }
   }
   return {{"rank", session.rank()},
           {"role", "model"},
@@ -340,6 +359,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
           {"samples", samples},
           {"frames", frames},
           {"replay_from_memory", channel == nullptr},
+          {"stopped_at", stopped_at},
           {"steady_steps", setup.end_step - setup.first_step - warmup},
           {"steady_seconds", steady_s},
           {"steady_padded_frames_per_second", double(steady_padded_frames) / steady_s},
@@ -453,7 +473,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
       throw;
     }
     data_thread.join();
-    if (feed_error) std::rethrow_exception(feed_error);
+    // After a stop signal the trainer shut the channel: the feed's error is the expected end.
+    if (feed_error && !stop_requested()) std::rethrow_exception(feed_error);
     rank_stats["feed"] = feed_stats_json(feed_stats, session.rank());
   } else {
     // The model ranks' communicator for gradient reduction (collective over the world, once).
@@ -469,7 +490,13 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         channels.push_back(transport::make_mpi_send_channel(session, model_rank, channel));
         targets.push_back({model_index_of(setup, model_rank), channels.back().get()});
       }
-      rank_stats = feed_stats_json(feeder.run(setup.first_step, setup.end_step, targets), session.rank());
+      try {
+        rank_stats = feed_stats_json(feeder.run(setup.first_step, setup.end_step, targets), session.rank());
+      } catch (const TransportError& error) {
+        if (!stop_requested()) throw;
+        // The model ranks checkpointed and shut their channels: the expected end of a stop.
+        rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"stopped", stop_signal_name()}};
+      }
     } else {
       std::string names;
       for (int r : setup.model_ranks) names += (names.empty() ? "" : ",") + std::to_string(r);
@@ -485,7 +512,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   fs::create_directories(run_dir / "ranks");
   write_file_atomically(run_dir / "ranks" / ("rank-" + std::to_string(session.rank()) + ".json"),
                         rank_stats.dump(2) + "\n");
-  return 0;
+  return stop_requested() ? train_stopped : 0;
 }
 
 }  // namespace sluice::runtime

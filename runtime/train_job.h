@@ -12,11 +12,17 @@
 //     validate on their share of the validation split, and the first model rank checkpoints.
 //  4. Resume (--resume) continues from RUN_DIR/checkpoints/latest.json: model ranks load the
 //     checkpoint, data ranks start the feed at its position: the next unseen batch.
+//  5. Preemption: on SIGTERM or SIGUSR1 the model ranks agree (a one-float all-reduce per step)
+//     to stop after the current step; the first model rank checkpoints, the model ranks shut their
+//     feed channels, and every rank exits with train_stopped. --resume continues from there.
 // Every wait across ranks has the runtime.timeout_s deadline; a silent peer is named.
 #include "common/config.h"
 #include "common/mpi_session.h"
 
 namespace sluice::runtime {
+
+// Exit code of a run that a stop signal (SIGTERM, SIGUSR1) ended early, after checkpointing.
+constexpr int train_stopped = 4;
 
 struct TrainOptions {
   bool resume = false;

@@ -142,7 +142,7 @@ TEST_F(TrainJob, ResumeWithoutCheckpointOrWithAnotherPlanIsRefused) {
   EXPECT_NE(result.output.find("batch plan differs"), std::string::npos) << result.output;
 }
 
-// Starts a long 3-rank run, waits until it trains, sends `signal` to rank 0 (the data rank),
+// Starts a long 3-rank run, waits until it trains, sends `signal` to the given ranks' processes,
 // and returns how long the job took to end after that, its exit status and its output.
 struct Interrupted {
   double seconds;
@@ -150,7 +150,8 @@ struct Interrupted {
   std::string output;
 };
 
-Interrupted interrupt_data_rank(const std::string& command, const fs::path& run_dir, int signal) {
+Interrupted interrupt_ranks(const std::string& command, const fs::path& run_dir, int signal,
+                            const std::vector<int>& ranks) {
   const std::string log = (run_dir / "output.txt").string();
   const pid_t child = ::fork();
   if (child == 0) {
@@ -164,31 +165,34 @@ Interrupted interrupt_data_rank(const std::string& command, const fs::path& run_
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  pid_t data_rank = -1;
-  while (data_rank < 0 && std::chrono::steady_clock::now() < give_up) {
+  std::vector<pid_t> targets;
+  while (targets.size() < ranks.size() && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (slurp(log).find("step 5/") == std::string::npos) continue;
+    targets.clear();
     for (const auto& entry : fs::directory_iterator("/proc")) {
       const std::string name = entry.path().filename().string();
       if (name.find_first_not_of("0123456789") != std::string::npos) continue;
       const std::string env = slurp((entry.path() / "environ").string());
       const std::string cmd = slurp((entry.path() / "cmdline").string());
-      if (cmd.find(run_dir.string()) != std::string::npos && cmd.rfind(SLUICE_BINARY, 0) == 0 &&
-          env.find(std::string("OMPI_COMM_WORLD_RANK=0") + '\0') != std::string::npos) {
-        data_rank = std::stoi(name);
+      if (cmd.find(run_dir.string()) == std::string::npos || cmd.rfind(SLUICE_BINARY, 0) != 0) continue;
+      for (int rank : ranks) {
+        if (env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos) {
+          targets.push_back(std::stoi(name));
+        }
       }
     }
   }
   Interrupted result{-1, -1, ""};
-  if (data_rank > 0) {
+  if (targets.size() == ranks.size()) {
     const auto sent = std::chrono::steady_clock::now();
-    ::kill(data_rank, signal);
+    for (pid_t target : targets) ::kill(target, signal);
     while (::waitpid(child, &result.status, WNOHANG) == 0 &&
            std::chrono::steady_clock::now() - sent < std::chrono::seconds(60)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
-    ::kill(data_rank, SIGKILL);
+    for (pid_t target : targets) ::kill(target, SIGKILL);
   }
   ::kill(-child, SIGKILL);  // whatever is left, including a stopped rank
   ::waitpid(child, &result.status, 0);
@@ -200,7 +204,7 @@ Interrupted interrupt_data_rank(const std::string& command, const fs::path& run_
 // the job ends non-zero within twice runtime.timeout_s.
 TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
   const fs::path run_dir = scratch("silent");
-  const auto result = interrupt_data_rank(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGSTOP);
+  const auto result = interrupt_ranks(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGSTOP, {0});
   ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
   EXPECT_LT(result.seconds, 2 * 4.0) << result.output;
   EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) != 0) << result.output;
@@ -220,11 +224,29 @@ TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
 // A data rank killed outright: mpirun ends the whole job at once and names the dead rank.
 TEST_F(TrainJob, KilledDataRankEndsTheJobAndIsNamed) {
   const fs::path run_dir = scratch("killed");
-  const auto result = interrupt_data_rank(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGKILL);
+  const auto result = interrupt_ranks(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGKILL, {0});
   ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
   EXPECT_LT(result.seconds, 2 * 4.0) << result.output;
   EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) != 0) << result.output;
   EXPECT_NE(result.output.find("rank 0"), std::string::npos) << result.output;
+}
+
+// Preemption as Slurm does it: SIGTERM to every task. The run checkpoints at a step boundary,
+// exits with 4, and --resume continues from the next unseen batch.
+TEST_F(TrainJob, SigtermCheckpointsAndResumeContinues) {
+  const fs::path run_dir = scratch("preempted");
+  const auto result = interrupt_ranks(train(3, run_dir, 100000), run_dir, SIGTERM, {0, 1, 2});
+  ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
+  EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) == 4) << result.output;
+  EXPECT_NE(result.output.find("SIGTERM received: stopped after global step"), std::string::npos) << result.output;
+  const int64_t stopped = read_json(run_dir / "checkpoints" / "latest.json")["global_step"].get<int64_t>();
+  EXPECT_GE(stopped, 5);
+  EXPECT_EQ(read_json(run_dir / "ranks" / "rank-1.json")["stopped_at"], stopped);
+
+  const auto resumed = run(train(3, run_dir, static_cast<int>(stopped) + 3, "--resume"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("at global step " + std::to_string(stopped)), std::string::npos) << resumed.output;
+  EXPECT_EQ(read_json(run_dir / "ranks" / "rank-1.json")["steps"], 3);
 }
 
 }  // namespace
