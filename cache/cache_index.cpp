@@ -125,6 +125,7 @@ IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard
     stats.frames = reader.mel_offsets().back();
     stats.tokens = reader.token_offsets().back();
     stats.rejects = static_cast<int64_t>(columns.rejects.size());
+    for (auto& line : columns.rejects) summary.reject_lines.push_back(std::move(line));
     for (double seconds : columns.seconds) stats.seconds += seconds;
     stats.bytes = static_cast<int64_t>(fs::file_size(file));
     for (int64_t row = 0; row < reader.size(); ++row) {
@@ -258,7 +259,11 @@ Manifest finalize_cache(const fs::path& dir, const std::vector<fs::path>& shard_
   // new index and the new manifest.
   std::error_code error;
   if (fs::remove(dir / Manifest::file_name, error)) durable::fsync_path(dir, true);
-  IndexSummary summary = write_index(dir, shard_files);
+  return write_manifest(dir, write_index(dir, shard_files), settings, vocabulary);
+}
+
+Manifest write_manifest(const fs::path& dir, IndexSummary summary, const nlohmann::json& settings,
+                        const nlohmann::json& vocabulary) {
   Manifest manifest;
   manifest.fingerprint = summary.fingerprint;
   manifest.created = iso8601_now();

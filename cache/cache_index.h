@@ -1,7 +1,7 @@
 #pragma once
 // CACHE_DIR/index.h5: one row per sample over the whole cache, in cache order (shards ascending,
 // rows ascending), built FROM the shards, which stay the single source of truth. The prep job
-// calls finalize_cache() once, after every rank has committed its shards.
+// calls write_index() once, after every rank has committed its shards, then write_manifest().
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -22,6 +22,9 @@ struct IndexSummary {
   std::vector<ManifestShard> shards;
   ManifestTotals totals;
   std::string index_file = "index.h5";
+  // Every shard's /rejects lines, in shard order: what rejects.jsonl is rebuilt from, collected
+  // while the shards are open anyway.
+  std::vector<std::string> reject_lines;
 };
 
 // The columns of index.h5, row i = sample i in cache order.
@@ -50,7 +53,12 @@ IndexSummary write_index(const std::filesystem::path& dir,
 // Reads an index file; CacheError naming the file on any failure (a bad checksum included).
 IndexColumns read_index(const std::filesystem::path& index_file);
 
-// The prep job's last step: write_index(), then the manifest (written last, atomically).
+// The manifest for an index just written (written last, atomically): the cache is complete.
+Manifest write_manifest(const std::filesystem::path& dir, IndexSummary summary,
+                        const nlohmann::json& settings, const nlohmann::json& vocabulary);
+
+// Removes an old manifest, then write_index(), then write_manifest(): the last step for a caller
+// that has nothing to decide between the index and the manifest.
 Manifest finalize_cache(const std::filesystem::path& dir,
                         const std::vector<std::filesystem::path>& shard_files,
                         const nlohmann::json& settings, const nlohmann::json& vocabulary);

@@ -1,6 +1,6 @@
 #pragma once
 // CACHE_DIR/manifest.json (docs/cache-format.md): what a cache holds and how it was made. Written
-// last by the prep job (finalize_cache in cache_index.h), so a manifest's presence means the
+// last by the prep job (write_manifest in cache_index.h), so a manifest's presence means the
 // cache is complete. Pure JSON: no HDF5 here.
 #include <cstdint>
 #include <filesystem>

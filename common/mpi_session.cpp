@@ -13,8 +13,6 @@ namespace {
 // long enough not to burn a core while waiting.
 constexpr auto poll_interval = std::chrono::microseconds(200);
 
-void check(int code, const char* call) { check_mpi(code, call); }
-
 }  // namespace
 
 void check_mpi(int code, const char* call) {
@@ -30,10 +28,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   MPI_Initialized(&initialised);
   if (!initialised) {
     int provided = 0;
-    check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     owns_mpi_ = true;
   }
-  // Errors come back as codes so that check() can turn them into exceptions with context.
+  // Errors come back as codes so that check_mpi() can turn them into exceptions with context.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
@@ -42,14 +40,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   std::string mine = host_name();
   mine.resize(host_chars, '\0');
   std::vector<char> all(static_cast<size_t>(host_chars) * static_cast<size_t>(size_));
-  check(MPI_Allgather(mine.data(), host_chars, MPI_CHAR, all.data(), host_chars, MPI_CHAR,
+  check_mpi(MPI_Allgather(mine.data(), host_chars, MPI_CHAR, all.data(), host_chars, MPI_CHAR,
                       MPI_COMM_WORLD),
         "MPI_Allgather(host names)");
   for (int r = 0; r < size_; ++r) {
     hosts_.emplace_back(all.data() + static_cast<size_t>(r) * host_chars);
   }
   MPI_Comm node;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
         "MPI_Comm_split_type");
   MPI_Comm_rank(node, &local_rank_);
   MPI_Comm_size(node, &local_size_);
@@ -84,12 +82,12 @@ Deadline deadline_after(double seconds) {
 void send_string(const MpiSession& session, int destination, int tag, const std::string& payload,
                  Deadline deadline, const std::string& what) {
   MPI_Request request;
-  check(MPI_Isend(payload.data(), static_cast<int>(payload.size()), MPI_CHAR, destination, tag,
+  check_mpi(MPI_Isend(payload.data(), static_cast<int>(payload.size()), MPI_CHAR, destination, tag,
                   session.world(), &request),
         "MPI_Isend");
   int done = 0;
   while (true) {
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline) {
       MPI_Cancel(&request);
@@ -103,12 +101,12 @@ void send_string(const MpiSession& session, int destination, int tag, const std:
 bool try_receive_string(const MpiSession& session, int tag, std::string& payload, int& sender) {
   int arrived = 0;
   MPI_Status status;
-  check(MPI_Iprobe(MPI_ANY_SOURCE, tag, session.world(), &arrived, &status), "MPI_Iprobe");
+  check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, session.world(), &arrived, &status), "MPI_Iprobe");
   if (!arrived) return false;
   int count = 0;
   MPI_Get_count(&status, MPI_CHAR, &count);
   payload.assign(static_cast<size_t>(count), '\0');
-  check(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, session.world(),
+  check_mpi(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, session.world(),
                  MPI_STATUS_IGNORE),
         "MPI_Recv");
   sender = status.MPI_SOURCE;
@@ -120,7 +118,7 @@ std::string receive_string(const MpiSession& session, int source, int tag, Deadl
   MPI_Status status;
   while (true) {
     int arrived = 0;
-    check(MPI_Iprobe(source, tag, session.world(), &arrived, &status), "MPI_Iprobe");
+    check_mpi(MPI_Iprobe(source, tag, session.world(), &arrived, &status), "MPI_Iprobe");
     if (arrived) break;
     if (std::chrono::steady_clock::now() > deadline) {
       throw TransportError("timed out waiting for " + what + " from " +
@@ -134,7 +132,7 @@ std::string receive_string(const MpiSession& session, int source, int tag, Deadl
   int count = 0;
   MPI_Get_count(&status, MPI_CHAR, &count);
   std::string payload(static_cast<size_t>(count), '\0');
-  check(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, session.world(),
+  check_mpi(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, session.world(),
                  MPI_STATUS_IGNORE),
         "MPI_Recv");
   if (sender != nullptr) *sender = status.MPI_SOURCE;
@@ -177,13 +175,13 @@ std::string broadcast_string(const MpiSession& session, const std::string& value
     // Post every send first so that one slow receiver does not delay the others.
     std::vector<MPI_Request> requests(static_cast<size_t>(session.size() - 1));
     for (int r = 1; r < session.size(); ++r) {
-      check(MPI_Isend(value.data(), static_cast<int>(value.size()), MPI_CHAR, r, tag,
+      check_mpi(MPI_Isend(value.data(), static_cast<int>(value.size()), MPI_CHAR, r, tag,
                       session.world(), &requests[static_cast<size_t>(r - 1)]),
             "MPI_Isend");
     }
     while (!requests.empty()) {
       int done = 0;
-      check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+      check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
                         MPI_STATUSES_IGNORE),
             "MPI_Testall");
       if (done) break;

@@ -313,16 +313,8 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
              const json& vocabulary, const std::vector<json>& results, double wall_s) {
   const fs::path dir = config.string("cache.dir");
   std::vector<fs::path> shard_files;
-  std::string rejects_text;
-  std::map<std::string, int64_t> reasons;
-  int64_t reject_count = 0;
   for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
     shard_files.push_back(dir / cache::shard_file_name(shard));
-    for (const auto& line : cache::ShardReader(shard_files.back()).read_columns().rejects) {
-      rejects_text += line + "\n";
-      ++reasons[json::parse(line).value("reason", "unknown")];
-      ++reject_count;
-    }
   }
   // Shards beyond this plan's count belong to an older layout; they would confuse a reader.
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -332,6 +324,16 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
       fs::remove(entry.path());
     }
   }
+  // One pass over the shards builds the index and collects their rejects. index.h5 alone does not
+  // make a cache: only the manifest, written below when the rejects are within bounds, does.
+  cache::IndexSummary summary = cache::write_index(dir, shard_files);
+  std::string rejects_text;
+  std::map<std::string, int64_t> reasons;
+  for (const auto& line : summary.reject_lines) {
+    rejects_text += line + "\n";
+    ++reasons[json::parse(line).value("reason", "unknown")];
+  }
+  const auto reject_count = static_cast<int64_t>(summary.reject_lines.size());
   write_file_atomically(dir / "rejects.jsonl", rejects_text);
   config.write(dir / "sluice-prep.yaml");
 
@@ -367,8 +369,7 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
         reject_count, plan.item_count, 100 * fraction, 100 * allowed, (dir / "rejects.jsonl").string());
     return prep_too_many_rejects;
   }
-  const cache::Manifest manifest =
-      cache::finalize_cache(dir, shard_files, out_settings, vocabulary);
+  const cache::Manifest manifest = cache::write_manifest(dir, std::move(summary), out_settings, vocabulary);
   json totals = manifest.to_json()["totals"];
   totals["shards"] = manifest.shards.size();
   print_summary(results, totals, wall_s, reasons, unknown);
