@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
     if (*train) {
       sluice::install_stop_signal_handlers();
       auto settings = train_config.load();
-      abort_grace_s = std::min(3.0, 0.5 * settings.number("runtime.timeout_s"));
+      abort_grace_s = std::min(1.0, 0.25 * settings.number("runtime.timeout_s"));
       if (!train_cache.empty()) settings.set("cache.dir", train_cache, "--cache");
       if (!train_run_dir.empty()) settings.set("train.run_dir", train_run_dir, "--run-dir");
       if (train_steps >= 0) settings.set("train.steps", std::to_string(train_steps), "--steps");

@@ -204,7 +204,11 @@ Interrupted interrupt_ranks(const std::string& command, const fs::path& run_dir,
 // the job ends non-zero within twice runtime.timeout_s.
 TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
   const fs::path run_dir = scratch("silent");
-  const auto result = interrupt_ranks(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGSTOP, {0});
+  // One credit: the model ranks hold at most one batch sent before the stop, so the deadline
+  // starts almost at once and the measurement is not stretched by slow steps on a loaded CI.
+  const auto result = interrupt_ranks(
+      train(3, run_dir, 100000, "--set runtime.timeout_s=4 --set train.credits=1 --set train.read_ahead=1"),
+      run_dir, SIGSTOP, {0});
   ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
   EXPECT_LT(result.seconds, 2 * 4.0) << result.output;
   EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) != 0) << result.output;
