@@ -18,6 +18,7 @@
 #include "common/file_util.h"
 #include "common/host.h"
 #include "common/log.h"
+#include "common/slurm_env.h"
 #include "dataset/audio.h"
 #include "dataset/phonemizer.h"
 #include "dataset/vocabulary.h"
@@ -382,6 +383,7 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
 int run_prep(const MpiSession& session, const config::Config& config) {
   const auto started = Clock::now();
   const double timeout_s = config.number("runtime.timeout_s");
+  check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
   const fs::path dir = config.string("cache.dir");
   BuildSettings settings;
   settings.mel = mel_config(config);

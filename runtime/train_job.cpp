@@ -15,6 +15,7 @@
 #include "common/host.h"
 #include "common/stop_signal.h"
 #include "common/log.h"
+#include "common/slurm_env.h"
 #include "model/trainer.h"
 #include "runtime/batch_buffer.h"
 #include "runtime/batch_feeder.h"
@@ -479,6 +480,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   } else {
     // The model ranks' communicator for gradient reduction (collective over the world, once).
     MPI_Comm model_comm;
+  // Under Slurm, its view of tasks, nodes and GPUs must match the hosts the plan is built from.
+  check_slurm_topology(session, config.number("runtime.timeout_s"), request.model_needs_gpu ? request.gpus_per_node : -1);
     MPI_Comm_split(session.world(), me.role == Role::model ? 1 : MPI_UNDEFINED, session.rank(), &model_comm);
     if (me.role == Role::data && replay) {
       rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"batches", 0}, {"replay_from_memory", true}};
