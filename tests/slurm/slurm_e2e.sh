@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# sluice under a real single-node Slurm (munged, slurmctld, slurmd from Debian, on localhost):
+#   1. `srun -n 3 sluice prep` on the sample corpus, then `sluice cache verify`
+#   2. the Slurm topology check refuses a step whose task count is not MPI's world size
+#   3. `sbatch slurm/train.sbatch` with srun (20 steps), and with SLUICE_LAUNCHER=mpirun (3 steps)
+#   4. preemption round trip: `scancel --signal=USR1 --batch` mid-run -> the ranks checkpoint and
+#      exit 4 -> the script requeues the job -> the requeued run adds --resume and finishes; its
+#      losses equal the uninterrupted run's from the checkpoint's step on (the next unseen batch)
+#   5. slurm/prep.sbatch with both launchers (a rerun keeps every shard)
+# Every wait has a deadline; an EXIT trap cancels the jobs and stops the daemons by pid.
+#
+#   tests/slurm/slurm_e2e.sh SLUICE_BINARY SAMPLE_CORPUS REPO_ROOT
+# Exit 0 passed, 1 failed, 77 skipped (not root, or Slurm/munge not installed).
+set -uo pipefail
+
+sluice=$1 corpus=$2 repo=$3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root to run slurmctld/slurmd/munged"
+for tool in munged slurmctld slurmd srun sbatch squeue scontrol scancel sinfo; do
+  command -v "$tool" >/dev/null || [ -x "/usr/sbin/$tool" ] || skip "$tool not installed (scripts/install-deps.sh installs slurmctld slurmd slurm-client munge)"
+done
+[ -f /etc/munge/munge.key ] || skip "/etc/munge/munge.key missing (the munge package makes it)"
+[ -x "$sluice" ] || { echo "FAIL: $sluice is not executable"; exit 1; }
+[ -f "$corpus/metadata.csv" ] || { echo "FAIL: no sample corpus at $corpus (scripts/make-sample-corpus.sh)"; exit 1; }
+
+# shellcheck source=tests/slurm/local_slurm.sh
+source "$here/local_slurm.sh"
+work=$(mktemp -d /tmp/sluice-slurm-e2e.XXXXXX)
+chmod 0755 "$work"
+failures=0
+cleanup() {
+  local_slurm_stop
+  # Anything still running from this test's directory is ours: stop it by pid.
+  local leftover
+  leftover=$(pgrep -f -- "$work" || true)
+  if [ -n "$leftover" ]; then
+    echo "cleanup: stopping leftover processes $leftover"
+    kill -KILL $leftover 2>/dev/null || true
+  fi
+  if [ "$failures" -eq 0 ] && [ -z "${KEEP_WORK:-}" ]; then rm -rf "$work"; else echo "logs kept in $work"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+check() {  # check DESCRIPTION ACTUAL EXPECTED
+  if [ "$2" == "$3" ]; then echo "ok: $1 = $2"; else fail "$1: got '$2', expected '$3'"; fi
+}
+check_grep() {  # check_grep DESCRIPTION PATTERN FILE
+  if grep -qE -- "$2" "$3"; then echo "ok: $1"; else fail "$1: no line matching '$2' in $3"; tail -n 30 "$3"; fi
+}
+json() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null || echo "<no $1>"; }
+job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# Waits until job $1 has left the queue (deadline $2 s); prints its final state.
+wait_job() {
+  local deadline=$(( $(date +%s) + $2 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    [ -z "$(squeue -h -j "$1" -o %T 2>/dev/null)" ] && { job_field "$1" JobState; return 0; }
+    sleep 0.2
+  done
+  echo "TIMEOUT"
+  return 1
+}
+# Waits until file $1 has a line matching $2 (deadline $3 s).
+wait_line() {
+  local deadline=$(( $(date +%s) + $3 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    grep -qE -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+local_slurm_start "$work/slurm" || { fail "Slurm did not start"; exit 1; }
+cd "$work"
+
+echo "== 1. srun -n 3 sluice prep"
+started=$(date +%s)
+timeout -k 5 300 srun -n 3 --mpi=pmix "$sluice" prep --corpus "$corpus" --out "$work/cache" \
+  --set cache.shard_size=32 >"$work/prep.out" 2>&1
+check "srun prep exit code" "$?" 0
+echo "   ($(( $(date +%s) - started )) s)"
+check_grep "prep ran 3 ranks" "120 rows; 3 rank\(s\)" "$work/prep.out"
+for r in 0 1 2; do check_grep "prep summary lists rank $r" "^$r +$(hostname -s) " "$work/prep.out"; done
+check_grep "prep wrote 120 samples" "^total: 120 samples, 0 rejects" "$work/prep.out"
+check "manifest samples" "$(json "$work/cache/manifest.json" "['totals']['samples']")" 120
+timeout 120 "$sluice" cache verify "$work/cache" >"$work/verify.out" 2>&1
+check "cache verify exit code" "$?" 0
+
+echo "== 2. topology check: a step of 3 tasks seen by a one-rank MPI world"
+env SLURM_JOB_ID=1 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=2 SLURM_LOCALID=2 \
+  timeout 60 "$sluice" prep --corpus "$corpus" --out "$work/cache-refused" >"$work/refused.out" 2>&1
+check "disagreement exit code" "$?" 2
+check_grep "disagreement names both values" "SLURM_STEP_NUM_TASKS=3 but the MPI world has 1 rank" "$work/refused.out"
+
+train_args="--steps 20 --set train.batch_size=4 --set train.n_buckets=2 --set optim.warmup_steps=10 --set train.log_every=5"
+submit() {  # submit NAME LAUNCHER ARGS -> job id
+  CACHE="$work/cache" RUN_DIR="$work/$1" SLUICE="$sluice" SLUICE_LAUNCHER=$2 SLUICE_ARGS=$3 \
+    timeout 30 sbatch --parsable --job-name="$1" --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 --time=10 \
+    --output="$work/$1.out" "$repo/slurm/train.sbatch"
+}
+
+echo "== 3a. sbatch slurm/train.sbatch (srun, 20 steps)"
+job=$(submit straight srun "$train_args")
+state=$(wait_job "$job" 300)
+check "train job state" "$state" COMPLETED
+check "train job exit code" "$(job_field "$job" ExitCode)" "0:0"
+check_grep "role table: rank 0 is the data rank feeding 1,2" "^  0 +$(hostname -s) +cpu +data +feeds 1,2" "$work/straight.out"
+check_grep "train.sbatch launched with srun --mpi=pmix" "^train.sbatch: .* srun --mpi=pmix" "$work/straight.out"
+check "latest.json global_step" "$(json "$work/straight/checkpoints/latest.json" "['global_step']")" 20
+check "rank-1 steps" "$(json "$work/straight/ranks/rank-1.json" "['steps']")" 20
+
+echo "== 3b. sbatch slurm/train.sbatch with SLUICE_LAUNCHER=mpirun (3 steps)"
+job=$(submit viampirun mpirun "--steps 3 --set train.batch_size=4 --set train.n_buckets=2")
+state=$(wait_job "$job" 300)
+check "mpirun train job state" "$state" COMPLETED
+check_grep "train.sbatch launched with mpirun" "^train.sbatch: .* mpirun --bind-to none" "$work/viampirun.out"
+check_grep "mpirun role table has 3 ranks" "^role plan \(3 rank\(s\), transport mpi\)" "$work/viampirun.out"
+check "mpirun latest.json global_step" "$(json "$work/viampirun/checkpoints/latest.json" "['global_step']")" 3
+
+echo "== 4. preemption: scancel --signal=USR1 --batch mid-run, requeue, resume"
+job=$(submit preempted srun "$train_args")
+if wait_line "$work/preempted.out" "step 5/20" 240; then
+  signalled=$(date +%s.%N)
+  timeout 30 scancel --signal=USR1 --batch "$job"
+  check "scancel --signal=USR1 exit code" "$?" 0
+  wait_line "$work/preempted.out" "sluice exited with 4" 120 || fail "no exit 4 within 120 s of SIGUSR1"
+  stopped_at=$(sed -n 's/.*SIGUSR1 received: stopped after global step \([0-9]*\) .*/\1/p' "$work/preempted.out" | head -1)
+  echo "   stopped after global step ${stopped_at:-?}, $(awk -v a="$signalled" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the signal"
+  [ -n "$stopped_at" ] && [ "$stopped_at" -ge 5 ] && [ "$stopped_at" -lt 20 ] || fail "stop step '$stopped_at' not in [5, 20)"
+  check_grep "the script requeued the job" "requeueing job $job to resume" "$work/preempted.out"
+  state=$(wait_job "$job" 400)
+  check "preempted job final state" "$state" COMPLETED
+  check "preempted job restarts" "$(job_field "$job" Restarts)" 1
+  check "preempted job exit code" "$(job_field "$job" ExitCode)" "0:0"
+  check_grep "the requeued run resumed (run 2)" "resuming from .*latest.json \(run 2 of job $job\)" "$work/preempted.out"
+  check_grep "the requeued run passed --resume" "^train.sbatch: .* --resume" "$work/preempted.out"
+  check_grep "resumed at the checkpoint's step" "resumed from step-0*${stopped_at}\.pt at global step ${stopped_at}\$" "$work/preempted.out"
+  check "exit codes of the two runs" "$(sed -n 's/.*sluice exited with \([0-9]*\)$/\1/p' "$work/preempted.out" | tr '\n' ' ')" "4 0 "
+  check "checkpoint of the stop kept" "$(ls "$work/preempted/checkpoints" | grep -c "^step-0*${stopped_at}\.pt$")" 1
+  check "latest.json after the resumed run" "$(json "$work/preempted/checkpoints/latest.json" "['global_step']")" 20
+  check "resumed run's steps" "$(json "$work/preempted/ranks/rank-1.json" "['steps']")" $((20 - stopped_at))
+  # The next unseen batch: the resumed run's losses are the uninterrupted run's from that step on.
+  same=$(/usr/bin/python3 - "$work/straight/ranks/rank-1.json" "$work/preempted/ranks/rank-1.json" "$stopped_at" <<'EOF'
+import json, sys
+straight = json.load(open(sys.argv[1]))["losses"]
+resumed = json.load(open(sys.argv[2]))["losses"]
+step = int(sys.argv[3])
+expected = straight[step:]
+print("equal" if len(resumed) == len(expected) and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(resumed, expected))
+      else f"differ: resumed {resumed[:3]}... expected {expected[:3]}...")
+EOF
+)
+  check "resumed losses vs the uninterrupted run's from step $stopped_at" "$same" equal
+else
+  fail "the preemption run did not reach step 5 in 240 s"; tail -n 30 "$work/preempted.out"
+fi
+
+echo "== 5. slurm/prep.sbatch with srun and with mpirun (a rerun keeps every shard)"
+for launcher in srun mpirun; do
+  job=$(CORPUS="$corpus" CACHE="$work/cache-sbatch" SLUICE="$sluice" SLUICE_LAUNCHER=$launcher \
+        SLUICE_ARGS="--set cache.shard_size=32" timeout 30 sbatch --parsable --nodes=1 --ntasks-per-node=2 \
+        --cpus-per-task=2 --time=10 --output="$work/prep-$launcher.out" "$repo/slurm/prep.sbatch")
+  check "prep.sbatch ($launcher) state" "$(wait_job "$job" 300)" COMPLETED
+  check_grep "prep.sbatch ($launcher) ran 2 ranks" "120 rows; 2 rank\(s\)" "$work/prep-$launcher.out"
+done
+check "shards kept by the mpirun rerun" "$(awk '$1 ~ /^[0-9]+$/ && NF == 9 { kept += $4 } END { print kept + 0 }' "$work/prep-mpirun.out")" 4
+check "prep.sbatch cache samples" "$(json "$work/cache-sbatch/manifest.json" "['totals']['samples']")" 120
+
+echo "== slurm e2e: $failures failure(s); Slurm started in ${LOCAL_SLURM_START_SECONDS:-?} s"
+[ "$failures" -eq 0 ]
