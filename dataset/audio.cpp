@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -231,17 +232,24 @@ AudioInfo probe_audio(const std::filesystem::path& path) {
   return info;
 }
 
-std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate) {
+std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate,
+                              AudioLoadSeconds* seconds) {
   if (target_sample_rate <= 0) {
     throw ConfigError("features.sample_rate (" + std::to_string(target_sample_rate) +
                       ") must be positive");
   }
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
   OpenedAudio opened = open_audio(path);
   std::vector<float> mono = decode_mono(opened, path);
   opened.file.reset();
   check_finite(mono, path);
+  const auto decoded = Clock::now();
+  if (seconds != nullptr) seconds->decode = std::chrono::duration<double>(decoded - started).count();
   if (opened.info.samplerate == target_sample_rate) return mono;
-  return resample(mono, opened.info.samplerate, target_sample_rate, path);
+  std::vector<float> out = resample(mono, opened.info.samplerate, target_sample_rate, path);
+  if (seconds != nullptr) seconds->resample = std::chrono::duration<double>(Clock::now() - decoded).count();
+  return out;
 }
 
 }  // namespace sluice::dataset

@@ -40,6 +40,14 @@ AudioInfo probe_audio(const std::filesystem::path& path);
 // files are accepted with the samples present. Other formats are truncated when fewer frames
 // decode than the header announces (a FLAC cut short), or when the length is unknown (an Ogg
 // file missing its last page).
-std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate);
+//
+// `seconds`, when given, receives the time spent decoding (open, read, downmix, checks) and
+// resampling, for the timing spans of `sluice prep`.
+struct AudioLoadSeconds {
+  double decode = 0;
+  double resample = 0;
+};
+std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate,
+                              AudioLoadSeconds* seconds = nullptr);
 
 }  // namespace sluice::dataset

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "runtime/batch_buffer.h"
+#include "timing/span_recorder.h"
 
 namespace sluice::runtime {
 namespace {
@@ -42,17 +43,21 @@ PlanPosition PlanSchedule::position(int64_t global_step) const {
   return PlanPosition{global_step / steps_per_epoch_, global_step % steps_per_epoch_};
 }
 
-BatchFeeder::BatchFeeder(cache::CacheReader& reader, const PlanSchedule& schedule, int reader_threads,
-                         int read_ahead)
-    : reader_(reader), schedule_(schedule), reader_threads_(std::max(1, reader_threads)),
-      read_ahead_(std::max(1, read_ahead)) {}
+BatchFeeder::BatchFeeder(cache::CacheReader& reader, const PlanSchedule& schedule, FeedOptions options)
+    : reader_(reader), schedule_(schedule), options_(std::move(options)) {
+  options_.reader_threads = std::max(1, options_.reader_threads);
+  options_.read_ahead = std::max(1, options_.read_ahead);
+}
 
 FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vector<FeedTarget>& targets) {
   const auto started = Clock::now();
   const int32_t n_mels = reader_.n_mels();
   const int64_t per_step = static_cast<int64_t>(targets.size());
   const int64_t tasks = (end_step - first_step) * per_step;  // task t: step first + t / per_step
-  const size_t window = static_cast<size_t>(read_ahead_) * targets.size();
+  const size_t window = static_cast<size_t>(options_.read_ahead) * targets.size();
+  auto& recorder = timing::SpanRecorder::global();
+  const timing::InjectedDelay& delay = options_.delay;
+  const int rank = options_.rank;
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -62,7 +67,8 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
   std::exception_ptr error;
   double read_s = 0, collate_s = 0;
 
-  auto worker = [&] {
+  auto worker = [&](int index) {
+    recorder.name_this_thread("reader " + std::to_string(index));
     std::vector<cache::Sample> samples;
     std::vector<std::byte> bytes;
     double my_read = 0, my_collate = 0;
@@ -81,11 +87,20 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
         const auto plan = schedule_.epoch(at.epoch);
         const PlannedBatch& planned = plan->batch(at.step, target.model_index);
         auto start = Clock::now();
-        reader_.read_batch(planned.samples, samples);
+        {
+          timing::ScopedSpan span(timing::Stage::cache_read, global, target.rank);
+          reader_.read_batch(planned.samples, samples);
+          delay.apply(timing::Stage::cache_read, rank, global);
+        }
         my_read += seconds_since(start);
         start = Clock::now();
-        collate(samples, plan->buckets()[static_cast<size_t>(planned.bucket)], n_mels, at.epoch, at.step,
-                planned.bucket, bytes);
+        {
+          timing::ScopedSpan span(timing::Stage::collate, global, target.rank);
+          collate(samples, plan->buckets()[static_cast<size_t>(planned.bucket)], n_mels, at.epoch, at.step,
+                  planned.bucket, bytes);
+          delay.apply(timing::Stage::collate, rank, global);
+          span.set_bytes(static_cast<int64_t>(bytes.size()));
+        }
         my_collate += seconds_since(start);
         {
           std::lock_guard<std::mutex> lock(mutex);
@@ -106,7 +121,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
   };
 
   std::vector<std::thread> threads;
-  for (int i = 0; i < reader_threads_; ++i) threads.emplace_back(worker);
+  for (int i = 0; i < options_.reader_threads; ++i) threads.emplace_back(worker, i);
   FeedStats stats;
   auto stop = [&] {
     {
@@ -118,9 +133,13 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
   };
   try {
     for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t global = first_step + task / per_step;
+      const FeedTarget& target = targets[static_cast<size_t>(task % per_step)];
       std::vector<std::byte> bytes;
       auto wait_start = Clock::now();
+      int64_t queued = 0;
       {
+        timing::ScopedSpan span(timing::Stage::wait_for_reader, global, target.rank);
         std::unique_lock<std::mutex> lock(mutex);
         auto& slot = ready[static_cast<size_t>(task) % window];
         changed.wait(lock, [&] { return stopping || slot.has_value(); });
@@ -128,15 +147,40 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
         bytes = std::move(*slot);
         slot.reset();
         ++sent;
+        for (const auto& batch : ready) queued += batch.has_value() ? 1 : 0;
       }
       changed.notify_all();
+      recorder.count("queue_depth", static_cast<double>(queued));
       stats.wait_s += seconds_since(wait_start);
-      const FeedTarget& target = targets[static_cast<size_t>(task % per_step)];
       wait_start = Clock::now();
+      // One send() both waits for a credit and moves the bytes; the channel's own clocks split
+      // the call into the two spans the report tells apart.
+      const transport::ChannelStats before = target.channel->stats();
+      const int64_t send_start = timing::now_ns();
       target.channel->send(bytes.data(), bytes.size());
+      delay.apply(timing::Stage::send, rank, global);
+      const int64_t send_end = timing::now_ns();
+      const transport::ChannelStats after = target.channel->stats();
+      const auto credit_ns = std::min<int64_t>(send_end - send_start,
+                                               static_cast<int64_t>((after.wait_s - before.wait_s) * 1e9));
+      const auto sequence = static_cast<int64_t>(before.batches);
+      timing::Span span;
+      span.step = global;
+      span.peer = target.rank;
+      span.sequence = sequence;
+      span.stage = timing::Stage::credit_wait;
+      span.start_ns = send_start;
+      span.end_ns = send_start + credit_ns;
+      recorder.record(span);
+      span.stage = timing::Stage::send;
+      span.start_ns = span.end_ns;
+      span.end_ns = send_end;
+      span.bytes = static_cast<int64_t>(bytes.size());
+      recorder.record(span);
       stats.wait_s += seconds_since(wait_start);
       ++stats.batches;
       stats.bytes += static_cast<int64_t>(bytes.size());
+      if (options_.after_send) options_.after_send(global);
     }
   } catch (...) {
     stop();

@@ -5,7 +5,13 @@
 // Threads: `reader_threads` workers read and collate batches in plan order, at most
 // `read_ahead` batches per model rank ahead of the sender; the calling thread sends (it is the
 // thread that may make MPI calls). A worker's exception ends the feed and is rethrown by run().
+//
+// Timing (timing/span_recorder.h): workers record cache_read and collate on lanes "reader N";
+// the sender records wait_for_reader, credit_wait and send (split by the channel's own wait and
+// transfer times) with the peer rank and the channel sequence number, and samples the counter
+// "queue_depth" (batches collated and waiting to be sent) once per batch.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -13,6 +19,7 @@
 #include "cache/cache_reader.h"
 #include "runtime/batch_plan.h"
 #include "runtime/transport/feed_channel.h"
+#include "timing/injected_delay.h"
 
 namespace sluice::runtime {
 
@@ -21,6 +28,7 @@ namespace sluice::runtime {
 struct FeedTarget {
   int model_index = 0;
   transport::SendChannel* channel = nullptr;
+  int rank = -1;  // the model rank (for timing spans); -1 in one process
 };
 
 struct FeedStats {
@@ -51,18 +59,25 @@ class PlanSchedule {
   mutable std::vector<std::shared_ptr<const BatchPlan>> recent_;  // a few epochs
 };
 
+struct FeedOptions {
+  int reader_threads = 2;
+  int read_ahead = 4;
+  int rank = 0;                  // this data rank (for injected delays)
+  timing::InjectedDelay delay;   // debug.delay_*: off by default
+  // Called on the sending thread after every send (the live status line's chance to talk MPI).
+  std::function<void(int64_t global_step)> after_send;
+};
+
 class BatchFeeder {
  public:
-  BatchFeeder(cache::CacheReader& reader, const PlanSchedule& schedule, int reader_threads,
-              int read_ahead);
+  BatchFeeder(cache::CacheReader& reader, const PlanSchedule& schedule, FeedOptions options);
   // Sends global steps [first_step, end_step) to every target, then closes their channels.
   FeedStats run(int64_t first_step, int64_t end_step, const std::vector<FeedTarget>& targets);
 
  private:
   cache::CacheReader& reader_;
   const PlanSchedule& schedule_;
-  int reader_threads_;
-  int read_ahead_;
+  FeedOptions options_;
 };
 
 }  // namespace sluice::runtime

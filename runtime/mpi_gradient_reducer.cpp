@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/mpi_session.h"
+#include "timing/span_recorder.h"
 
 namespace sluice::runtime {
 
@@ -56,6 +57,8 @@ void MpiGradientReducer::all_reduce_sum(float* data, size_t count) {
 void MpiGradientReducer::start(int /*bucket_id*/, float* data, size_t count) {
   // Buckets are started in the same order on every rank (the trainer's contract), which is what
   // MPI requires of non-blocking collectives on one communicator.
+  if (first_start_ns_ < 0) first_start_ns_ = timing::now_ns();
+  pending_bytes_ += static_cast<int64_t>(count * sizeof(float));
   pending_.emplace_back();
   MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &pending_.back());
   // Open MPI progresses non-blocking collectives only inside MPI calls; testing here, once per
@@ -64,6 +67,19 @@ void MpiGradientReducer::start(int /*bucket_id*/, float* data, size_t count) {
   MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
 }
 
-void MpiGradientReducer::wait_all() { wait(pending_, "bucketed gradient all-reduce"); }
+void MpiGradientReducer::wait_all() {
+  wait(pending_, "bucketed gradient all-reduce");
+  if (first_start_ns_ >= 0) {
+    auto& recorder = timing::SpanRecorder::global();
+    timing::Span span;
+    span.stage = timing::Stage::allreduce_overlapped;
+    span.start_ns = first_start_ns_;
+    span.end_ns = timing::now_ns();
+    span.bytes = pending_bytes_;
+    recorder.record_on(recorder.named_lane("allreduce"), span);
+  }
+  first_start_ns_ = -1;
+  pending_bytes_ = 0;
+}
 
 }  // namespace sluice::runtime

@@ -36,6 +36,10 @@ class MpiGradientReducer : public model::GradientReducer {
   std::string names_;
   std::vector<MPI_Request> pending_;
   double exposed_seconds_ = 0;
+  // Timing: the buckets of one step in flight, from the first start() to wait_all()'s end, as
+  // one allreduce_overlapped span on the lane "allreduce".
+  int64_t first_start_ns_ = -1;
+  int64_t pending_bytes_ = 0;
 };
 
 }  // namespace sluice::runtime

@@ -20,6 +20,9 @@
 #include "common/log.h"
 #include "common/slurm_env.h"
 #include "dataset/audio.h"
+#include "timing/clock_sync.h"
+#include "timing/span_recorder.h"
+#include "timing/timeline_file.h"
 #include "dataset/phonemizer.h"
 #include "dataset/vocabulary.h"
 #include "runtime/prep_plan.h"
@@ -35,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 // Message tags of the prep protocol (see prep_job.h).
-enum Tag : int { tag_probe = 101, tag_plan, tag_heartbeat, tag_ping, tag_result, tag_outcome };
+enum Tag : int { tag_probe = 101, tag_plan, tag_heartbeat, tag_ping, tag_result, tag_outcome, tag_timeline };
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -378,6 +381,9 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
   return prep_ok;
 }
 
+int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
+               const json& out_settings, const json& vocabulary_json, Clock::time_point started);
+
 }  // namespace
 
 int run_prep(const MpiSession& session, const config::Config& config) {
@@ -458,12 +464,66 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
     if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
   }
+  // Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
+  auto& recorder = timing::SpanRecorder::global();
+  recorder.set_enabled(config.boolean("runtime.timing"));
+  recorder.set_capacity(static_cast<size_t>(config.integer("runtime.timing_capacity")));
+  recorder.name_this_thread("main");
+  settings.rank = session.rank();
+  settings.delay = timing::InjectedDelay::parse(config.string("debug.delay_stage"), config.string("debug.delay_ranks"),
+                                                config.number("debug.delay_ms"), config.integer("debug.delay_every"));
+  timing::RankTimeline timeline;
+  timeline.job = "prep";
+  timeline.rank = session.rank();
+  timeline.world_size = session.size();
+  timeline.host = session.host();
+  timeline.role = "prep";
+  timeline.injected_delay = settings.delay.to_json();
+  timeline.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", settings.threads},
+                       {"runtime.timeout_s", timeout_s}};
+  const int pings = static_cast<int>(config.integer("runtime.clock_pings"));
+  timeline.clock.start = timing::estimate_clock_offset(session, pings, timeout_s);
+
   ShardBuilder builder(listing, plan, settings, vocabulary);
   builder.start(mine);
   const double interval_s = config.number("prep.progress_interval_s");
-  if (session.rank() != 0) return follow(session, builder, interval_s, timeout_s);
+  int outcome = prep_ok;
+  try {
+    outcome = session.rank() == 0 ? coordinate(session, config, builder, plan, out_settings, vocabulary_json, started)
+                                  : follow(session, builder, interval_s, timeout_s);
+  } catch (const Error& error) {
+    timeline.status = "failed";
+    timeline.error = error.what();
+    timeline.take(recorder.snapshot());
+    try {
+      timing::write_timeline(dir, timeline);
+    } catch (const std::exception& write_error) {
+      logger()->warn("could not write this rank's timeline after the failure: {}", write_error.what());
+    }
+    throw;
+  }
+  timing::finish_alignment(timeline.clock, timing::estimate_clock_offset(session, pings, timeout_s));
+  timeline.status = outcome == prep_ok ? "finished" : "failed";
+  timeline.take(recorder.snapshot());
+  timing::write_timeline(dir, timeline);
+  const auto all = gather_strings(session, timeline.to_json().dump(), tag_timeline, timeout_s, "the ranks' timelines");
+  if (session.rank() == 0) {
+    for (int r = 1; r < session.size(); ++r) {
+      if (!fs::exists(timing::timeline_path(dir, r))) {
+        write_file_atomically(timing::timeline_path(dir, r), all[static_cast<size_t>(r)] + "\n");
+      }
+    }
+  }
+  return outcome;
+}
 
-  // 5. Rank 0: results, then the cache's metadata, then the outcome for everyone.
+namespace {
+
+// Rank 0 after the plan: results, then the cache's metadata, then the outcome for everyone.
+int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
+               const json& out_settings, const json& vocabulary_json, Clock::time_point started) {
+  const double timeout_s = config.number("runtime.timeout_s");
+  const double interval_s = config.number("prep.progress_interval_s");
   const auto results = supervise(session, builder, interval_s, timeout_s);
   int outcome = prep_ok;
   for (const auto& r : results) {
@@ -486,5 +546,7 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   broadcast_string(session, std::to_string(outcome), tag_outcome, timeout_s, "the prep outcome");
   return outcome;
 }
+
+}  // namespace
 
 }  // namespace sluice::runtime

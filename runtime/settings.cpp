@@ -154,6 +154,26 @@ config::Schema build_schema() {
   schema.add({"runtime.timeout_s", ValueType::number, "120",
               "deadline of every wait across ranks; a rank silent for longer is named and the job "
               "exits non-zero", {}, 0.1, 1e6});
+  schema.add({"runtime.timing", ValueType::boolean, "true",
+              "record every stage on every rank into RUN_DIR/timeline/ for the report (sluice report); "
+              "costs well under 1% of step time"});
+  schema.add({"runtime.timing_capacity", ValueType::integer, "65536",
+              "spans kept per thread; a longer run keeps its most recent ones", {}, 64, 1LL << 26});
+  schema.add({"runtime.status_every_s", ValueType::number, "10",
+              "seconds between rank 0's live status lines (step, samples/s, input wait, slowest rank); "
+              "0 = off", {}, 0, 1e6});
+  schema.add({"runtime.clock_pings", ValueType::integer, "32",
+              "ping-pong exchanges per rank aligning its clock to rank 0's, at start and at end", {}, 1, 10000});
+
+  // debug: known causes put in on purpose, to check the report against (docs/report.md).
+  schema.add({"debug.delay_stage", ValueType::string, "",
+              "sleep inside this stage (e.g. cache_read, collate, send, forward); empty = off"});
+  schema.add({"debug.delay_ranks", ValueType::string, "",
+              "comma-separated ranks that sleep; empty = every rank running the stage"});
+  schema.add({"debug.delay_ms", ValueType::number, "0", "milliseconds of each delay", {}, 0, 1e7});
+  schema.add({"debug.delay_every", ValueType::integer, "1",
+              "delay every k-th batch (global steps k-1, 2k-1, ...) or corpus row; 1 = every one",
+              {}, 1, 1LL << 40});
   return schema;
 }
 

@@ -14,11 +14,21 @@
 #include "dataset/language.h"
 #include "dataset/phonemizer.h"
 #include "dataset/reject.h"
+#include "timing/span_recorder.h"
 
 namespace sluice::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t row) {
+  timing::Span span;
+  span.stage = stage;
+  span.start_ns = start_ns;
+  span.end_ns = end_ns;
+  span.step = row;
+  timing::SpanRecorder::global().record(span);
+}
 
 int64_t nanoseconds_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
@@ -74,6 +84,7 @@ struct ShardBuilder::State {
   std::atomic<int64_t> decode_ns{0}, text_ns{0}, features_ns{0}, write_ns{0};
   std::mutex unknown_mutex;
   std::vector<std::thread> threads;
+  std::atomic<int> worker_ids{0};
   std::atomic<bool> finished{false};
   std::atomic<int> running{0};
 
@@ -112,8 +123,16 @@ struct ShardBuilder::State {
       }
 
       auto start = Clock::now();
-      std::vector<float> audio = dataset::load_audio(item.audio, settings.mel.sample_rate);
+      const int64_t decode_start_ns = timing::now_ns();
+      dataset::AudioLoadSeconds load;
+      std::vector<float> audio = dataset::load_audio(item.audio, settings.mel.sample_rate, &load);
+      settings.delay.apply(timing::Stage::decode, settings.rank, row);
       decode_ns += nanoseconds_since(start);
+      record_span(timing::Stage::decode, decode_start_ns, decode_start_ns + static_cast<int64_t>(load.decode * 1e9), row);
+      if (load.resample > 0) {
+        const int64_t at = decode_start_ns + static_cast<int64_t>(load.decode * 1e9);
+        record_span(timing::Stage::resample, at, at + static_cast<int64_t>(load.resample * 1e9), row);
+      }
       out.seconds = static_cast<double>(audio.size()) / settings.mel.sample_rate;
       if (out.seconds < settings.min_seconds ||
           static_cast<int64_t>(audio.size()) < mel.min_samples()) {
@@ -122,6 +141,7 @@ struct ShardBuilder::State {
       }
 
       start = Clock::now();
+      timing::ScopedSpan features_span(timing::Stage::features, row);
       out.language = item.language.empty() ? dataset::detect_language(item.text) : item.language;
       try {
         out.text = normalizer.normalize(item.text, out.language);
@@ -148,6 +168,7 @@ struct ShardBuilder::State {
       start = Clock::now();
       mel.compute(audio.data(), static_cast<int64_t>(audio.size()), out.mel);
       out.n_frames = mel.n_frames(static_cast<int64_t>(audio.size()));
+      settings.delay.apply(timing::Stage::features, settings.rank, row);
       features_ns += nanoseconds_since(start);
     } catch (const dataset::SampleRejected& rejected) {
       out.reject = rejected.reason();
@@ -157,6 +178,7 @@ struct ShardBuilder::State {
   }
 
   void worker() {
+    timing::SpanRecorder::global().name_this_thread("worker " + std::to_string(worker_ids++));
     dataset::UnknownCounts unknown;
     try {
       while (true) {
@@ -196,6 +218,7 @@ struct ShardBuilder::State {
   }
 
   void writer() {
+    timing::SpanRecorder::global().name_this_thread("writer");
     try {
       for (const auto& shard_task : shard_tasks) {
         const auto path = settings.cache_dir / cache::shard_file_name(shard_task.shard);
@@ -217,6 +240,7 @@ struct ShardBuilder::State {
 
           const int64_t row = rows[static_cast<size_t>(task)];
           const auto start = Clock::now();
+          timing::ScopedSpan write_span(timing::Stage::write, row);
           if (item.reject) {
             shard.add_reject(reject_line(row, shard_task.shard, item));
             ++outcome.rejects;
@@ -235,15 +259,18 @@ struct ShardBuilder::State {
             sample.n_tokens = static_cast<int64_t>(item.tokens.size());
             sample.seconds = item.seconds;
             shard.append(sample);
+            write_span.set_bytes(item.n_frames * settings.mel.n_mels * static_cast<int64_t>(sizeof(float)));
             ++outcome.samples;
             result.frames += item.n_frames;
             result.audio_seconds += item.seconds;
           }
+          settings.delay.apply(timing::Stage::write, settings.rank, row);
           write_ns += nanoseconds_since(start);
           ++progress.items;
           progress.audio_ms += static_cast<int64_t>(plan.item_seconds[static_cast<size_t>(row)] * 1000);
         }
         const auto start = Clock::now();
+        timing::ScopedSpan commit_span(timing::Stage::write, -1);
         shard.commit();
         write_ns += nanoseconds_since(start);
         result.samples += outcome.samples;

@@ -24,6 +24,7 @@
 #include "dataset/text_normalizer.h"
 #include "dataset/vocabulary.h"
 #include "runtime/prep_plan.h"
+#include "timing/injected_delay.h"
 
 namespace sluice::runtime {
 
@@ -36,6 +37,8 @@ struct BuildSettings {
   std::filesystem::path cache_dir;
   cache::ShardWriterOptions writer;
   int threads = 1;
+  int rank = 0;                 // for injected delays
+  timing::InjectedDelay delay;  // debug.delay_*: off by default
 };
 
 // Live counters, written by the builder's threads and read by the main thread at any time.

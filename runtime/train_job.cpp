@@ -7,20 +7,27 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_reader.h"
 #include "common/error.h"
 #include "common/file_util.h"
 #include "common/host.h"
+#include "common/slurm_env.h"
 #include "common/stop_signal.h"
 #include "common/log.h"
-#include "common/slurm_env.h"
 #include "model/trainer.h"
 #include "runtime/batch_buffer.h"
 #include "runtime/batch_feeder.h"
 #include "runtime/mpi_gradient_reducer.h"
 #include "runtime/role_plan.h"
+#include "runtime/status_board.h"
+#include "timing/clock_sync.h"
+#include "timing/injected_delay.h"
+#include "timing/span_recorder.h"
+#include "timing/timeline_file.h"
 #include "runtime/transport/inproc_channel.h"
 #include "runtime/transport/mpi_channel.h"
 
@@ -134,6 +141,20 @@ struct RunSetup {
   std::optional<json> resume_from;
 };
 
+// What a rank carries through the run besides the plan: its live status, the debug delay, and
+// whom it was waiting for when a wait failed (for the timeline of a failed run).
+struct RankContext {
+  StatusBoard* status = nullptr;
+  timing::InjectedDelay delay;
+  int waiting_for = -1;
+};
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
 int model_index_of(const RunSetup& setup, int rank) {
   const auto it = std::find(setup.model_ranks.begin(), setup.model_ranks.end(), rank);
   return it == setup.model_ranks.end() ? -1 : static_cast<int>(it - setup.model_ranks.begin());
@@ -213,7 +234,7 @@ class ReplayBatches {
 
 json train_model(const MpiSession& session, const config::Config& config, const RunSetup& setup,
                  cache::CacheReader& reader, transport::ReceiveChannel* channel, int feeder_rank,
-                 model::GradientReducer* reducer) {
+                 model::GradientReducer* reducer, RankContext& context) {
   const int model_index = model_index_of(setup, session.rank());
   const bool speaker = model_index == 0;  // the first model rank logs and checkpoints
   const fs::path run_dir = config.string("train.run_dir");
@@ -259,6 +280,13 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   const auto started = Clock::now();
   double wait_s = 0, compute_s = 0, window_loss = 0;
   int64_t window_steps = 0, samples = 0, frames = 0;
+  auto& recorder = timing::SpanRecorder::global();
+  // The live status covers the interval since the last post.
+  struct Interval {
+    Clock::time_point start = Clock::now();
+    double wait_s = 0, busy_s = 0;
+    int64_t steps = 0, samples = 0, frames = 0;
+  } interval;
   json losses = json::array(), validations = json::array();
   int64_t stopped_at = -1;  // the step a stop signal ended the run at, if one did
   for (int64_t global = setup.first_step; global < setup.end_step;) {
@@ -268,7 +296,9 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     }
     auto start = Clock::now();
     std::optional<transport::ReceivedBatch> received;
+    const int64_t wait_start_ns = timing::now_ns();
     if (channel != nullptr) {
+      context.waiting_for = feeder_rank;
       try {
         received = channel->receive();
       } catch (const TransportError& error) {
@@ -282,7 +312,22 @@ json train_model(const MpiSession& session, const config::Config& config, const 
                              std::to_string(global) + " of " + std::to_string(setup.end_step));
       }
     }
+    context.waiting_for = -1;
+    {
+      timing::Span span;
+      span.stage = timing::Stage::batch_wait;
+      span.start_ns = wait_start_ns;
+      span.end_ns = timing::now_ns();
+      span.step = global;
+      span.peer = feeder_rank;
+      if (received) {
+        span.sequence = static_cast<int64_t>(received->sequence);
+        span.bytes = static_cast<int64_t>(received->bytes);
+      }
+      recorder.record(span);
+    }
     wait_s += seconds_since(start);
+    interval.wait_s += seconds_since(start);
     const BatchPointers batch =
         replay ? replay->at(global) : BatchPointers::of(received->data, received->bytes);
     const PlanPosition expected = setup.schedule->position(global);
@@ -293,10 +338,35 @@ json train_model(const MpiSession& session, const config::Config& config, const 
                            std::to_string(expected.step) + ": data and model ranks disagree on the plan");
     }
     start = Clock::now();
+    const int64_t forward_start_ns = timing::now_ns();
+    context.delay.apply(timing::Stage::forward, session.rank(), global);
+    const int64_t step_start_ns = timing::now_ns();
     const model::StepResult result = trainer.train_step(view_of(batch));
+    context.delay.apply(timing::Stage::optimizer, session.rank(), global);
+    {
+      // The trainer times its phases; laid end to end from the step's start they are its spans.
+      timing::Span span;
+      span.step = global;
+      int64_t at = forward_start_ns;
+      const auto phase = [&](timing::Stage stage, int64_t end_ns) {
+        span.stage = stage;
+        span.start_ns = at;
+        span.end_ns = std::max(at, end_ns);
+        recorder.record(span);
+        at = span.end_ns;
+      };
+      phase(timing::Stage::forward, step_start_ns + static_cast<int64_t>(result.forward_s * 1e9));
+      phase(timing::Stage::backward, at + static_cast<int64_t>(result.backward_s * 1e9));
+      phase(timing::Stage::allreduce_exposed, at + static_cast<int64_t>(result.allreduce_exposed_s * 1e9));
+      phase(timing::Stage::optimizer, timing::now_ns());
+    }
     compute_s += seconds_since(start);
+    interval.busy_s += seconds_since(start);
     for (int32_t i = 0; i < batch.header->batch_size; ++i) frames += batch.mel_lens[i];
     samples += batch.header->batch_size;
+    ++interval.steps;
+    interval.samples += batch.header->batch_size;
+    for (int32_t i = 0; i < batch.header->batch_size; ++i) interval.frames += batch.mel_lens[i];
     steady_padded_frames += int64_t{batch.header->batch_size} * batch.header->max_frames;
     if (channel != nullptr) channel->release(*received);
     ++global;
@@ -306,7 +376,10 @@ json train_model(const MpiSession& session, const config::Config& config, const 
 
     // Preemption: every model rank agrees, at the same step, whether any of them got the signal.
     float stop = stop_requested() ? 1.0f : 0.0f;
-    if (reducer != nullptr) reducer->all_reduce_sum(&stop, 1);
+    if (reducer != nullptr) {
+      timing::ScopedSpan span(timing::Stage::sync, global - 1);
+      reducer->all_reduce_sum(&stop, 1);
+    }
     if (stop > 0 && global < setup.end_step) {
       stopped_at = global;
       break;
@@ -314,7 +387,10 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     if (global % log_every == 0 || global == setup.end_step) {
       // Mean over model ranks and the window: every model rank reaches this at the same step.
       float buffer[2] = {static_cast<float>(window_loss), static_cast<float>(window_steps)};
-      if (reducer != nullptr) reducer->all_reduce_sum(buffer, 2);
+      if (reducer != nullptr) {
+        timing::ScopedSpan span(timing::Stage::sync, global - 1);
+        reducer->all_reduce_sum(buffer, 2);
+      }
       const double elapsed = seconds_since(started);
       if (speaker) {
         logger()->info("step {}/{} (epoch {}) loss {:.4f} lr {:.2e} | {:.1f} samples/s {:.0f} frames/s per rank | input wait {:.1f}%",
@@ -324,12 +400,27 @@ json train_model(const MpiSession& session, const config::Config& config, const 
       window_loss = 0;
       window_steps = 0;
     }
+    if (context.status != nullptr && context.status->due()) {
+      const double seconds = seconds_since(interval.start);
+      RankStatus status;
+      status.role = to_string(setup.roles.at(session.rank()).role);
+      status.step = global;
+      status.end_step = setup.end_step;
+      status.samples_per_s = double(interval.samples) / seconds;
+      status.frames_per_s = double(interval.frames) / seconds;
+      status.input_wait = interval.wait_s / seconds;
+      status.seconds_per_step = interval.steps > 0 ? interval.busy_s / double(interval.steps) : 0;
+      context.status->post(status);
+      interval = Interval{};
+    }
     if (validation_every > 0 && global % validation_every == 0 && global != setup.end_step) {
+      timing::ScopedSpan span(timing::Stage::validation, global - 1);
       const double loss = validation_loss(trainer, reader, setup, model_index, plan, reducer);
       validations.push_back({{"global_step", global}, {"loss", loss}});
       if (speaker) logger()->info("validation loss {:.4f} at step {}", loss, global);
     }
     if (speaker && checkpoint_every > 0 && global % checkpoint_every == 0 && global != setup.end_step) {
+      timing::ScopedSpan span(timing::Stage::checkpoint, global - 1);
       checkpoints.save(trainer, position_json(global));
     }
   }
@@ -374,6 +465,42 @@ json feed_stats_json(const FeedStats& stats, int rank) {
           {"send_wait_seconds", stats.wait_s}, {"wall_seconds", stats.wall_s}};
 }
 
+constexpr int timeline_tag = 7320;
+
+json channel_json(const std::string& name, int peer, const char* direction, const transport::ChannelStats& stats) {
+  return {{"name", name},
+          {"peer", peer},
+          {"direction", direction},
+          {"batches", stats.batches},
+          {"bytes", stats.bytes},
+          {"wait_seconds", stats.wait_s},
+          {"transfer_seconds", stats.transfer_s}};
+}
+
+// Who this rank is in the run, and the settings the report compares periods and limits with.
+timing::RankTimeline timeline_identity(const MpiSession& session, const config::Config& config,
+                                       const RankPlacement& me, const RankContext& context) {
+  timing::RankTimeline timeline;
+  timeline.job = "train";
+  timeline.rank = session.rank();
+  timeline.world_size = session.size();
+  timeline.host = session.host();
+  timeline.gpu = me.gpu;
+  timeline.role = to_string(me.role);
+  timeline.feeds = me.feeds;
+  timeline.fed_by = me.fed_by;
+  timeline.injected_delay = context.delay.to_json();
+  const json all = config.to_json();
+  for (const std::string key : {"train.checkpoint_every", "train.validation_every", "train.log_every",
+                                "train.credits", "train.batch_size", "train.frame_budget", "train.reader_threads",
+                                "train.read_ahead", "cache.shard_size", "roles.data_per_node", "roles.transport",
+                                "runtime.timeout_s", "model.size", "model.device"}) {
+    const size_t dot = key.find('.');
+    timeline.settings[key] = all[key.substr(0, dot)][key.substr(dot + 1)];
+  }
+  return timeline;
+}
+
 }  // namespace
 
 int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options) {
@@ -389,6 +516,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   request.layout = split_list(config.string("roles.layout"));
   request.transport = config.string("roles.transport");
   request.model_needs_gpu = config.string("model.device") == "cuda";
+  // Under Slurm, its view of tasks, nodes and GPUs must match the hosts the plan is built from.
+  check_slurm_topology(session, config.number("runtime.timeout_s"), request.model_needs_gpu ? request.gpus_per_node : -1);
   setup.roles = plan_roles(request);
   setup.model_ranks = setup.roles.model_ranks();
   if (session.rank() == 0) {
@@ -445,76 +574,153 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   channel.slots = static_cast<int>(config.integer("train.credits"));
   channel.slot_bytes = setup.schedule->epoch(0)->max_batch_bytes(reader.n_mels());
   channel.timeout_s = timeout_s;
-  const int reader_threads = static_cast<int>(config.integer("train.reader_threads"));
-  const int read_ahead = static_cast<int>(config.integer("train.read_ahead"));
-  BatchFeeder feeder(reader, *setup.schedule, reader_threads, read_ahead);
 
+  // Timing: every rank records its stages; clocks are aligned to rank 0's at start and at end.
+  auto& recorder = timing::SpanRecorder::global();
+  recorder.set_enabled(config.boolean("runtime.timing"));
+  recorder.set_capacity(static_cast<size_t>(config.integer("runtime.timing_capacity")));
+  recorder.name_this_thread("main");
+  RankContext context;
+  context.delay = timing::InjectedDelay::parse(config.string("debug.delay_stage"), config.string("debug.delay_ranks"),
+                                               config.number("debug.delay_ms"), config.integer("debug.delay_every"));
+  StatusBoard status(session, config.number("runtime.status_every_s"));
+  context.status = &status;
+  timing::RankTimeline timeline = timeline_identity(session, config, me, context);
+  const int pings = static_cast<int>(config.integer("runtime.clock_pings"));
+  timeline.clock.start = timing::estimate_clock_offset(session, pings, timeout_s);
+
+  FeedOptions feed;
+  feed.reader_threads = static_cast<int>(config.integer("train.reader_threads"));
+  feed.read_ahead = static_cast<int>(config.integer("train.read_ahead"));
+  feed.rank = session.rank();
+  feed.delay = context.delay;
   const bool replay = config.boolean("train.replay_from_memory");
   json rank_stats;
-  if (me.role == Role::data_and_model && replay) {
-    rank_stats = train_model(session, config, setup, reader, nullptr, 0, nullptr);
-  } else if (me.role == Role::data_and_model) {
-    channel.name = "feed (in-process)";
-    auto pair = transport::make_inproc_channel_pair(channel);
-    std::exception_ptr feed_error;
-    FeedStats feed_stats;
-    std::thread data_thread([&] {
+  try {
+    if (me.role == Role::data_and_model && replay) {
+      rank_stats = train_model(session, config, setup, reader, nullptr, 0, nullptr, context);
+    } else if (me.role == Role::data_and_model) {
+      channel.name = "feed (in-process)";
+      auto pair = transport::make_inproc_channel_pair(channel);
+      BatchFeeder feeder(reader, *setup.schedule, feed);  // no after_send: MPI stays on this thread
+      std::exception_ptr feed_error;
+      FeedStats feed_stats;
+      std::thread data_thread([&] {
+        recorder.name_this_thread("feeder");
+        try {
+          feed_stats = feeder.run(setup.first_step, setup.end_step, {{0, pair.sender.get(), session.rank()}});
+        } catch (...) {
+          feed_error = std::current_exception();
+          pair.sender.reset();  // tells the trainer "aborted" at once instead of at its deadline
+        }
+      });
       try {
-        feed_stats = feeder.run(setup.first_step, setup.end_step, {{0, pair.sender.get()}});
+        rank_stats = train_model(session, config, setup, reader, pair.receiver.get(), session.rank(), nullptr, context);
       } catch (...) {
-        feed_error = std::current_exception();
-        pair.sender.reset();  // tells the trainer "aborted" at once instead of at its deadline
+        pair.receiver->close();  // unblocks the data thread
+        data_thread.join();
+        throw;
       }
-    });
-    try {
-      rank_stats = train_model(session, config, setup, reader, pair.receiver.get(), 0, nullptr);
-    } catch (...) {
-      pair.receiver->close();  // unblocks the data thread
       data_thread.join();
-      throw;
-    }
-    data_thread.join();
-    // After a stop signal the trainer shut the channel: the feed's error is the expected end.
-    if (feed_error && !stop_requested()) std::rethrow_exception(feed_error);
-    rank_stats["feed"] = feed_stats_json(feed_stats, session.rank());
-  } else {
-    // The model ranks' communicator for gradient reduction (collective over the world, once).
-    MPI_Comm model_comm;
-  // Under Slurm, its view of tasks, nodes and GPUs must match the hosts the plan is built from.
-  check_slurm_topology(session, config.number("runtime.timeout_s"), request.model_needs_gpu ? request.gpus_per_node : -1);
-    MPI_Comm_split(session.world(), me.role == Role::model ? 1 : MPI_UNDEFINED, session.rank(), &model_comm);
-    if (me.role == Role::data && replay) {
-      rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"batches", 0}, {"replay_from_memory", true}};
-    } else if (me.role == Role::data) {
-      std::vector<std::unique_ptr<transport::SendChannel>> channels;
-      std::vector<FeedTarget> targets;
-      for (int model_rank : me.feeds) {
-        channel.name = "feed rank " + std::to_string(session.rank()) + " -> rank " + std::to_string(model_rank);
-        channels.push_back(transport::make_mpi_send_channel(session, model_rank, channel));
-        targets.push_back({model_index_of(setup, model_rank), channels.back().get()});
-      }
-      try {
-        rank_stats = feed_stats_json(feeder.run(setup.first_step, setup.end_step, targets), session.rank());
-      } catch (const TransportError& error) {
-        if (!stop_requested()) throw;
-        // The model ranks checkpointed and shut their channels: the expected end of a stop.
-        rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"stopped", stop_signal_name()}};
-      }
+      // After a stop signal the trainer shut the channel: the feed's error is the expected end.
+      if (feed_error && !stop_requested()) std::rethrow_exception(feed_error);
+      rank_stats["feed"] = feed_stats_json(feed_stats, session.rank());
+      timeline.channels.push_back(channel_json(channel.name, session.rank(), "receive", pair.receiver->stats()));
     } else {
-      std::string names;
-      for (int r : setup.model_ranks) names += (names.empty() ? "" : ",") + std::to_string(r);
-      MpiGradientReducer reducer(model_comm, timeout_s, names);
-      channel.name = "feed rank " + std::to_string(me.fed_by) + " -> rank " + std::to_string(session.rank());
-      auto receiver = replay ? nullptr : transport::make_mpi_receive_channel(session, me.fed_by, channel);
-      rank_stats = train_model(session, config, setup, reader, receiver.get(), me.fed_by,
-                               setup.model_ranks.size() > 1 ? &reducer : nullptr);
-      rank_stats["allreduce_exposed_seconds"] = reducer.exposed_seconds();
-      MPI_Comm_free(&model_comm);
+      // The model ranks' communicator for gradient reduction (collective over the world, once).
+      MPI_Comm model_comm;
+      MPI_Comm_split(session.world(), me.role == Role::model ? 1 : MPI_UNDEFINED, session.rank(), &model_comm);
+      if (me.role == Role::data && replay) {
+        rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"batches", 0}, {"replay_from_memory", true}};
+      } else if (me.role == Role::data) {
+        std::vector<std::unique_ptr<transport::SendChannel>> channels;
+        std::vector<FeedTarget> targets;
+        for (int model_rank : me.feeds) {
+          channel.name = "feed rank " + std::to_string(session.rank()) + " -> rank " + std::to_string(model_rank);
+          channels.push_back(transport::make_mpi_send_channel(session, model_rank, channel));
+          targets.push_back({model_index_of(setup, model_rank), channels.back().get(), model_rank});
+        }
+        const auto add_channels = [&] {
+          for (size_t i = 0; i < channels.size(); ++i) {
+            timeline.channels.push_back(channel_json("feed rank " + std::to_string(session.rank()) + " -> rank " +
+                                                         std::to_string(targets[i].rank),
+                                                     targets[i].rank, "send", channels[i]->stats()));
+          }
+        };
+        feed.after_send = [&](int64_t global) {
+          if (!status.due()) return;
+          RankStatus mine;
+          mine.role = "data";
+          mine.step = global + 1;
+          mine.end_step = setup.end_step;
+          status.post(mine);
+        };
+        BatchFeeder feeder(reader, *setup.schedule, feed);
+        if (me.feeds.size() == 1) context.waiting_for = me.feeds.front();
+        try {
+          rank_stats = feed_stats_json(feeder.run(setup.first_step, setup.end_step, targets), session.rank());
+        } catch (const TransportError& error) {
+          add_channels();
+          if (!stop_requested()) throw;
+          // The model ranks checkpointed and shut their channels: the expected end of a stop.
+          rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"stopped", stop_signal_name()}};
+        }
+        context.waiting_for = -1;
+        if (timeline.channels.empty()) add_channels();
+      } else {
+        std::string names;
+        for (int r : setup.model_ranks) names += (names.empty() ? "" : ",") + std::to_string(r);
+        MpiGradientReducer reducer(model_comm, timeout_s, names);
+        channel.name = "feed rank " + std::to_string(me.fed_by) + " -> rank " + std::to_string(session.rank());
+        auto receiver = replay ? nullptr : transport::make_mpi_receive_channel(session, me.fed_by, channel);
+        try {
+          rank_stats = train_model(session, config, setup, reader, receiver.get(), me.fed_by,
+                                   setup.model_ranks.size() > 1 ? &reducer : nullptr, context);
+        } catch (...) {
+          if (receiver) timeline.channels.push_back(channel_json(channel.name, me.fed_by, "receive", receiver->stats()));
+          throw;
+        }
+        if (receiver) timeline.channels.push_back(channel_json(channel.name, me.fed_by, "receive", receiver->stats()));
+        rank_stats["allreduce_exposed_seconds"] = reducer.exposed_seconds();
+        MPI_Comm_free(&model_comm);
+      }
     }
+  } catch (const Error& error) {
+    // What this rank saw up to the failure goes to its own timeline file, so that
+    // `sluice report RUN_DIR` can say who stopped where (the other ranks do the same).
+    timeline.status = "failed";
+    timeline.error = error.what();
+    timeline.waiting_for = context.waiting_for;
+    timeline.summary = rank_stats;
+    timeline.take(recorder.snapshot());
+    try {
+      timing::write_timeline(run_dir, timeline);
+    } catch (const std::exception& write_error) {
+      logger()->warn("could not write this rank's timeline after the failure: {}", write_error.what());
+    }
+    throw;
   }
+  rank_stats["peak_rss_bytes"] = peak_rss_bytes();
   fs::create_directories(run_dir / "ranks");
   write_file_atomically(run_dir / "ranks" / ("rank-" + std::to_string(session.rank()) + ".json"),
                         rank_stats.dump(2) + "\n");
+
+  timeline.status = stop_requested() ? "stopped" : "finished";
+  timing::finish_alignment(timeline.clock, timing::estimate_clock_offset(session, pings, timeout_s));
+  timeline.summary = rank_stats;
+  timeline.take(recorder.snapshot());
+  const std::string mine = timeline.to_json().dump();
+  timing::write_timeline(run_dir, timeline);
+  // Rank 0 collects every timeline, so that its run directory has them all even when the other
+  // ranks wrote theirs to node-local disks.
+  const auto all = gather_strings(session, mine, timeline_tag, timeout_s, "the ranks' timelines");
+  if (session.rank() == 0) {
+    for (int r = 1; r < session.size(); ++r) {
+      if (!fs::exists(timing::timeline_path(run_dir, r))) {
+        write_file_atomically(timing::timeline_path(run_dir, r), all[static_cast<size_t>(r)] + "\n");
+      }
+    }
+  }
   return stop_requested() ? train_stopped : 0;
 }
 

@@ -34,15 +34,49 @@ SpanRecorder::Lane& SpanRecorder::this_thread_lane() {
     if (recorder == this) return *lane;
   }
   std::lock_guard<std::mutex> lock(lanes_mutex_);
+  Lane& lane = new_lane_locked("thread " + std::to_string(lanes_.size()));
+  mine.emplace_back(this, &lane);
+  return lane;
+}
+
+SpanRecorder::Lane& SpanRecorder::new_lane_locked(const std::string& name) {
   auto lane = std::make_unique<Lane>();
   lane->id = static_cast<uint16_t>(lanes_.size());
-  lane->name = "thread " + std::to_string(lanes_.size());
+  lane->name = name;
   lane->capacity = std::max<size_t>(1, capacity_);
   lane->spans.reserve(std::min<size_t>(lane->capacity, 4096));
-  Lane* raw = lane.get();
   lanes_.push_back(std::move(lane));
-  mine.emplace_back(this, raw);
-  return *raw;
+  return *lanes_.back();
+}
+
+uint16_t SpanRecorder::named_lane(const std::string& name) {
+  std::lock_guard<std::mutex> lock(lanes_mutex_);
+  for (const auto& lane : lanes_) {
+    if (lane->name == name) return lane->id;
+  }
+  return new_lane_locked(name).id;
+}
+
+void SpanRecorder::append(Lane& lane, const Span& span) {
+  std::lock_guard<std::mutex> lock(lane.mutex);
+  if (lane.spans.size() < lane.capacity) {
+    lane.spans.push_back(span);
+  } else {
+    lane.spans[lane.written % lane.capacity] = span;
+  }
+  ++lane.written;
+}
+
+void SpanRecorder::record_on(uint16_t lane, Span span) {
+  if (!enabled_) return;
+  Lane* target = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(lanes_mutex_);
+    if (lane >= lanes_.size()) return;
+    target = lanes_[lane].get();
+  }
+  span.lane = lane;
+  append(*target, span);
 }
 
 void SpanRecorder::name_this_thread(const std::string& name) {
@@ -55,13 +89,7 @@ void SpanRecorder::record(Span span) {
   if (!enabled_) return;
   Lane& lane = this_thread_lane();
   span.lane = lane.id;
-  std::lock_guard<std::mutex> lock(lane.mutex);
-  if (lane.spans.size() < lane.capacity) {
-    lane.spans.push_back(span);
-  } else {
-    lane.spans[lane.written % lane.capacity] = span;
-  }
-  ++lane.written;
+  append(lane, span);
 }
 
 void SpanRecorder::count(std::string_view counter, double value) {

@@ -54,6 +54,11 @@ class SpanRecorder {
   // gets "thread N".
   void name_this_thread(const std::string& name);
   void record(Span span);
+  // A lane not tied to a thread, e.g. "allreduce" for collectives in flight while the main thread
+  // computes; returns its id (the same id for the same name). record_on() may be called from any
+  // thread.
+  uint16_t named_lane(const std::string& name);
+  void record_on(uint16_t lane, Span span);
   // A sample of `counter` (e.g. "queue_depth") taken now on the calling thread.
   void count(std::string_view counter, double value);
 
@@ -72,6 +77,8 @@ class SpanRecorder {
  private:
   struct Lane;
   Lane& this_thread_lane();
+  Lane& new_lane_locked(const std::string& name);  // lanes_mutex_ held
+  static void append(Lane& lane, const Span& span);
 
   bool enabled_ = true;
   size_t capacity_ = size_t{1} << 16;
