@@ -1,0 +1,339 @@
+#include "report/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/fmt/fmt.h>
+
+namespace sluice::report {
+namespace {
+
+constexpr const char* palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+std::string color(size_t i) { return palette[i % (sizeof(palette) / sizeof(palette[0]))]; }
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+struct Series {
+  std::string label;
+  std::vector<std::pair<double, double>> points;
+};
+
+constexpr double chart_width = 860, chart_height = 260, left = 60, right = 20, top = 30, bottom = 40;
+
+std::string axis(double x_min, double x_max, double y_min, double y_max, const std::string& x_label,
+                 const std::string& y_label) {
+  std::string svg;
+  const double w = chart_width - left - right, h = chart_height - top - bottom;
+  svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='#888'/>", left, top + h, left + w, top + h);
+  svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='#888'/>", left, top, left, top + h);
+  for (int i = 0; i <= 4; ++i) {
+    const double y = top + h - h * i / 4.0, value = y_min + (y_max - y_min) * i / 4.0;
+    svg += fmt::format("<text x='{}' y='{}' class='tick' text-anchor='end'>{:.3g}</text>", left - 4, y + 4, value);
+    const double x = left + w * i / 4.0, xv = x_min + (x_max - x_min) * i / 4.0;
+    svg += fmt::format("<text x='{}' y='{}' class='tick' text-anchor='middle'>{:.4g}</text>", x, top + h + 14, xv);
+  }
+  svg += fmt::format("<text x='{}' y='{}' class='label' text-anchor='middle'>{}</text>", left + w / 2,
+                     chart_height - 6, escape(x_label));
+  svg += fmt::format("<text x='12' y='{}' class='label' transform='rotate(-90 12 {})' text-anchor='middle'>{}</text>",
+                     top + h / 2, top + h / 2, escape(y_label));
+  return svg;
+}
+
+std::string legend(const std::vector<std::string>& labels) {
+  std::string html = "<div class='legend'>";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    html += fmt::format("<span class='key' data-series='{}'><i style='background:{}'></i>{}</span>", escape(labels[i]),
+                        color(i), escape(labels[i]));
+  }
+  return html + "</div>";
+}
+
+std::string line_chart(const std::string& title, const std::vector<Series>& series, const std::string& x_label,
+                       const std::string& y_label, bool steps_shape = false) {
+  double x_min = INFINITY, x_max = -INFINITY, y_max = 0;
+  for (const auto& s : series) {
+    for (const auto& [x, y] : s.points) {
+      x_min = std::min(x_min, x);
+      x_max = std::max(x_max, x);
+      y_max = std::max(y_max, y);
+    }
+  }
+  std::string html = "<h3>" + escape(title) + "</h3>";
+  if (!std::isfinite(x_min)) return html + "<p class='empty'>no data recorded</p>";
+  if (x_max <= x_min) x_max = x_min + 1;
+  if (y_max <= 0) y_max = 1;
+  y_max *= 1.05;
+  const double w = chart_width - left - right, h = chart_height - top - bottom;
+  html += fmt::format("<svg class='chart' width='{}' height='{}' viewBox='0 0 {} {}'>", chart_width, chart_height,
+                      chart_width, chart_height);
+  html += axis(x_min, x_max, 0, y_max, x_label, y_label);
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < series.size(); ++i) {
+    labels.push_back(series[i].label);
+    std::string points;
+    double last_y = -1;
+    for (const auto& [x, y] : series[i].points) {
+      const double px = left + w * (x - x_min) / (x_max - x_min), py = top + h - h * y / y_max;
+      if (steps_shape && last_y >= 0) points += fmt::format("{:.1f},{:.1f} ", px, last_y);
+      points += fmt::format("{:.1f},{:.1f} ", px, py);
+      last_y = py;
+    }
+    html += fmt::format("<polyline data-line='{}' fill='none' stroke='{}' stroke-width='1.2' points='{}'><title>{}</title>"
+                        "</polyline>",
+                        escape(series[i].label), color(i), points, escape(series[i].label));
+  }
+  return html + "</svg>" + legend(labels);
+}
+
+struct Bar {
+  std::string label;
+  std::vector<std::pair<std::string, double>> parts;  // (stage, value)
+};
+
+std::string stacked_bars(const std::string& title, const std::vector<Bar>& bars, const std::string& unit) {
+  std::string html = "<h3>" + escape(title) + "</h3>";
+  if (bars.empty()) return html + "<p class='empty'>no data recorded</p>";
+  std::vector<std::string> keys;
+  double max_total = 0;
+  for (const auto& b : bars) {
+    double total = 0;
+    for (const auto& [key, value] : b.parts) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+      total += value;
+    }
+    max_total = std::max(max_total, total);
+  }
+  if (max_total <= 0) max_total = 1;
+  const double label_width = 260, bar_height = 22, width = chart_width - label_width - 80;
+  const double height = static_cast<double>(bars.size()) * (bar_height + 8) + 10;
+  html += fmt::format("<svg class='chart' width='{}' height='{}' viewBox='0 0 {} {}'>", chart_width, height, chart_width,
+                      height);
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const double y = 5 + static_cast<double>(i) * (bar_height + 8);
+    html += fmt::format("<text x='{}' y='{}' class='tick' text-anchor='end'>{}</text>", label_width - 6,
+                        y + bar_height / 2 + 4, escape(bars[i].label));
+    double x = label_width, total = 0;
+    for (const auto& [key, value] : bars[i].parts) {
+      const size_t k = static_cast<size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
+      const double bw = width * value / max_total;
+      html += fmt::format("<rect data-line='{}' x='{:.1f}' y='{}' width='{:.1f}' height='{}' fill='{}'><title>{}: {:.4g} "
+                          "{}</title></rect>",
+                          escape(key), x, y, bw, bar_height, color(k), escape(key), value, escape(unit));
+      x += bw;
+      total += value;
+    }
+    html += fmt::format("<text x='{:.1f}' y='{}' class='tick'>{:.4g} {}</text>", x + 4, y + bar_height / 2 + 4, total,
+                        escape(unit));
+  }
+  return html + "</svg>" + legend(keys);
+}
+
+std::string histogram(const std::string& title, const std::vector<double>& values, const std::string& x_label) {
+  std::string html = "<h3>" + escape(title) + "</h3>";
+  if (values.empty()) return html + "<p class='empty'>no data recorded</p>";
+  const double lo = *std::min_element(values.begin(), values.end());
+  double hi = *std::max_element(values.begin(), values.end());
+  if (hi <= lo) hi = lo + 1e-3;
+  const size_t bins = 30;
+  std::vector<double> counts(bins, 0);
+  for (double v : values) counts[std::min(bins - 1, static_cast<size_t>((v - lo) / (hi - lo) * bins))] += 1;
+  const double peak = *std::max_element(counts.begin(), counts.end()) * 1.05;
+  const double w = chart_width - left - right, h = chart_height - top - bottom;
+  html += fmt::format("<svg class='chart' width='{}' height='{}' viewBox='0 0 {} {}'>", chart_width, chart_height,
+                      chart_width, chart_height);
+  html += axis(lo, hi, 0, peak, x_label, "count");
+  for (size_t i = 0; i < bins; ++i) {
+    const double bh = h * counts[i] / peak;
+    html += fmt::format("<rect x='{:.1f}' y='{:.1f}' width='{:.1f}' height='{:.1f}' fill='{}'><title>{:.4g}–{:.4g}: {:.0f}"
+                        "</title></rect>",
+                        left + w * static_cast<double>(i) / bins, top + h - bh, w / bins - 1, bh, color(0),
+                        lo + (hi - lo) * static_cast<double>(i) / bins, lo + (hi - lo) * static_cast<double>(i + 1) / bins,
+                        counts[i]);
+  }
+  return html + "</svg>";
+}
+
+std::string page(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" + escape(title) +
+         "</title><style>"
+         "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:960px}"
+         "h1{font-size:20px}h2{font-size:17px;margin-top:28px}h3{font-size:14px;margin:18px 0 4px}"
+         ".verdict{border-left:4px solid #e15759;padding:6px 10px;margin:8px 0;background:#fbf3f3}"
+         ".verdict.MODERATE{border-color:#f28e2b;background:#fdf7ef}.verdict.none{border-color:#59a14f;background:#f3f9f2}"
+         ".rec{color:#444}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:3px 6px;"
+         "text-align:right}td:first-child,th:first-child{text-align:left}.tick{font-size:10px;fill:#555}"
+         ".label{font-size:11px;fill:#333}.legend{font-size:12px}.key{margin-right:12px;cursor:pointer}"
+         ".key i{display:inline-block;width:10px;height:10px;margin-right:4px}.key.off{opacity:.35}"
+         "</style></head><body>\n" +
+         body +
+         "<p id='script-status'></p>\n<script>\n"
+         "(function(){\n"
+         "  // Clicking a legend key hides or shows its series in the same chart block.\n"
+         "  document.querySelectorAll('.key').forEach(function(key){\n"
+         "    key.addEventListener('click', function(){\n"
+         "      var name = key.getAttribute('data-series');\n"
+         "      key.classList.toggle('off');\n"
+         "      document.querySelectorAll('[data-line]').forEach(function(el){\n"
+         "        if (el.getAttribute('data-line') === name) el.style.display = key.classList.contains('off') ? 'none' : '';\n"
+         "      });\n"
+         "    });\n"
+         "  });\n"
+         "  var charts = document.querySelectorAll('svg.chart').length;\n"
+         "  document.getElementById('script-status').textContent = charts + ' charts; click a legend key to hide it';\n"
+         "  document.body.dataset.ready = '1';\n"
+         "})();\n</script></body></html>\n";
+}
+
+std::string verdict_html(const std::vector<StallVerdict>& verdicts) {
+  std::string html = "<h2>Verdict</h2>";
+  if (verdicts.empty()) html += "<div class='verdict none'>No rule fired.</div>";
+  for (const auto& v : verdicts) {
+    std::string name = v.kind;
+    std::replace(name.begin(), name.end(), '_', '-');
+    html += fmt::format("<div class='verdict {}'><b>{} {}</b>: {}<div class='rec'>what to do: {}</div></div>",
+                        v.severity.empty() ? "none" : v.severity, escape(name), escape(v.severity), escape(v.summary),
+                        escape(v.recommendation));
+  }
+  return html;
+}
+
+std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::string html = "<table><tr>";
+  for (const auto& h : header) html += "<th>" + escape(h) + "</th>";
+  html += "</tr>";
+  for (const auto& row : rows) {
+    html += "<tr>";
+    for (const auto& cell : row) html += "<td>" + escape(cell) + "</td>";
+    html += "</tr>";
+  }
+  return html + "</table>";
+}
+
+std::string ms(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
+std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
+
+}  // namespace
+
+std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
+                              const std::string& run_dir) {
+  std::string body = "<h1>sluice train report: " + escape(run_dir) + "</h1>" + verdict_html(verdicts);
+  body += fmt::format("<p>Steady state: steps {}–{} ({} per model rank after {} warm-up steps). Input wait {}, exposed "
+                      "all-reduce {}, exposed transfer {}. Clock uncertainty ±{:.1f} us; causality violations {} of {}.</p>",
+                      a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
+                      pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction), pct(a.transfer_exposed_fraction),
+                      static_cast<double>(a.clock.max_uncertainty_ns) / 1000, a.clock.causality.violations,
+                      a.clock.causality.pairs_checked);
+  body += "<h2>Charts</h2>";
+  std::vector<Series> steps;
+  for (const auto& m : a.model_ranks) {
+    Series s{m.name, {}};
+    for (const auto& r : m.steps) s.points.emplace_back(static_cast<double>(r.step), r.seconds);
+    steps.push_back(s);
+  }
+  body += line_chart("Step time per model rank", steps, "global step", "seconds");
+
+  std::vector<Bar> bars;
+  for (const auto& m : a.model_ranks) {
+    Bar b{m.name, {}};
+    for (const auto& [stage, breakdown] : m.stages) b.parts.emplace_back(std::string(timing::to_string(stage)), 1000 * breakdown.per_step.mean);
+    bars.push_back(b);
+  }
+  body += stacked_bars("Stage breakdown per model rank (mean per steady step)", bars, "ms");
+  std::vector<Bar> data_bars;
+  for (const auto& d : a.data_ranks) {
+    Bar b{d.name, {}};
+    for (Stage stage : data_stages) {
+      if (stage == Stage::cache_read || stage == Stage::collate) continue;
+      b.parts.emplace_back(std::string(timing::to_string(stage)), 100 * d.stage_fraction.at(stage));
+    }
+    data_bars.push_back(b);
+  }
+  if (!data_bars.empty()) body += stacked_bars("Data ranks' main thread (share of the steady window)", data_bars, "%");
+
+  std::vector<Series> counters;
+  int64_t origin = INT64_MAX;
+  for (const auto& t : a.timelines) {
+    for (const auto& c : t.counters) origin = std::min(origin, c.t_ns);
+  }
+  for (const auto& t : a.timelines) {
+    for (size_t k = 0; k < t.counter_names.size(); ++k) {
+      Series s{"rank " + std::to_string(t.rank) + " " + t.counter_names[k], {}};
+      for (const auto& c : t.counters) {
+        if (c.counter == k) s.points.emplace_back(static_cast<double>(c.t_ns - origin) * 1e-9, c.value);
+      }
+      if (!s.points.empty()) counters.push_back(s);
+    }
+  }
+  body += line_chart("Queue depth and credits over time", counters, "seconds since the first sample", "batches", true);
+
+  std::vector<double> steady_times;
+  for (const auto& m : a.model_ranks) {
+    for (const auto& r : m.steps) {
+      if (r.steady) steady_times.push_back(r.seconds);
+    }
+  }
+  body += histogram("Step time histogram (steady steps, every model rank)", steady_times, "seconds");
+
+  body += "<h2>Model ranks (steady steps, ms)</h2>";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : a.model_ranks) {
+    rows.push_back({m.name, std::to_string(m.steady_steps), ms(m.step_seconds.p50), ms(m.step_seconds.p95),
+                    ms(m.step_seconds.p99), ms(m.busy_seconds.p50), pct(m.input_wait_fraction),
+                    pct(m.allreduce_exposed_fraction)});
+  }
+  body += table({"rank", "steps", "step p50", "p95", "p99", "busy p50", "input wait", "exposed all-reduce"}, rows);
+  if (!a.data_ranks.empty()) {
+    body += "<h2>Data ranks (share of the steady window)</h2>";
+    rows.clear();
+    for (const auto& d : a.data_ranks) {
+      rows.push_back({d.name, pct(d.stage_fraction.at(Stage::cache_read)), pct(d.stage_fraction.at(Stage::collate)),
+                      pct(d.stage_fraction.at(Stage::wait_for_reader)), pct(d.stage_fraction.at(Stage::credit_wait)),
+                      pct(d.stage_fraction.at(Stage::send)), std::to_string(d.batches_sent),
+                      d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-"});
+    }
+    body += table({"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth"},
+                  rows);
+  }
+  return page("sluice train report", body);
+}
+
+std::string prep_report_html(const PrepAnalysis& a, const std::string& cache_dir) {
+  std::string body = "<h1>sluice prep report: " + escape(cache_dir) + "</h1>" + verdict_html(a.verdicts);
+  body += fmt::format("<p>{} ranks, {:.1f} s, {:.1f} rows/s; {} of {} rows rejected.</p>", a.ranks.size(), a.job_seconds,
+                      a.rows_per_second, a.rejects, a.corpus_rows);
+  std::vector<Bar> throughput, stages;
+  std::vector<double> rows_seconds;
+  for (const auto& r : a.ranks) {
+    throughput.push_back({r.name, {{"rows/s", r.rows_per_second}}});
+    Bar b{r.name, {}};
+    for (Stage stage : prep_stages) {
+      b.parts.emplace_back(std::string(timing::to_string(stage)), r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0);
+    }
+    stages.push_back(b);
+    rows_seconds.insert(rows_seconds.end(), r.row_busy_seconds.begin(), r.row_busy_seconds.end());
+  }
+  body += stacked_bars("Throughput per rank", throughput, "rows/s");
+  body += stacked_bars("Stage seconds per rank (summed over threads)", stages, "s");
+  body += histogram("Seconds per row (decode + resample + features + write)", rows_seconds, "seconds");
+  if (!a.reject_reasons.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [reason, count] : a.reject_reasons) rows.push_back({reason, std::to_string(count)});
+    body += "<h2>Rejects by reason</h2>" + table({"reason", "rows"}, rows);
+  }
+  return page("sluice prep report", body);
+}
+
+}  // namespace sluice::report

@@ -1,0 +1,282 @@
+#include "report/report_documents.h"
+
+#include <spdlog/fmt/fmt.h>
+
+namespace sluice::report {
+namespace {
+
+using nlohmann::json;
+
+std::string name_of(Stage stage) { return std::string(timing::to_string(stage)); }
+std::string ms(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
+std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
+
+json stages_json(const std::map<Stage, StageBreakdown>& stages) {
+  json j = json::object();
+  for (const auto& [stage, b] : stages) j[name_of(stage)] = {{"per_step", b.per_step.to_json()}, {"fraction", b.fraction}};
+  return j;
+}
+
+json clock_json(const ClockSummary& c) {
+  return {{"max_uncertainty_ns", c.max_uncertainty_ns},
+          {"worst_rank", c.worst_rank},
+          {"causality",
+           {{"pairs_checked", c.causality.pairs_checked},
+            {"violations", c.causality.violations},
+            {"violations_unaligned", c.causality.violations_unaligned},
+            {"worst_violation_ns", c.causality.worst_violation_ns},
+            {"example", c.causality.example}}}};
+}
+
+json hang_json(const HangFacts& h) {
+  json ranks = json::array();
+  for (const auto& f : h.ranks) {
+    ranks.push_back({{"rank", f.rank},
+                     {"name", f.name},
+                     {"status", f.status},
+                     {"error", f.error},
+                     {"waiting_for", f.waiting_for},
+                     {"last_step", f.last_step},
+                     {"channels", f.channels}});
+  }
+  return {{"any", h.any},
+          {"culprit", h.culprit},
+          {"reason", h.culprit_reason},
+          {"missing_ranks", h.missing_ranks},
+          {"channel_mismatches", h.channel_mismatches},
+          {"ranks", ranks}};
+}
+
+void verdict_section(std::string& md, const std::vector<StallVerdict>& verdicts) {
+  md += "## Verdict\n\n";
+  if (verdicts.empty()) md += "No rule fired: neither input-, compute- nor communication-bound beyond the thresholds.\n\n";
+  for (const auto& v : verdicts) {
+    md += "- **" + v.headline().substr(0, v.headline().find(':')) + "**:" + v.headline().substr(v.headline().find(':') + 1) +
+          "\n  - what to do: " + v.recommendation + "\n";
+  }
+  md += "\n";
+}
+
+void clock_section(std::string& md, const ClockSummary& c) {
+  md += "## Clock\n\n";
+  md += fmt::format("Spans are on rank 0's clock; the largest alignment uncertainty is ±{:.1f} us (rank {}).\n",
+                    static_cast<double>(c.max_uncertainty_ns) / 1000, c.worst_rank);
+  md += fmt::format("Causality: {} batch receives matched to their sends, {} received before they were sent after "
+                    "alignment ({} on the ranks' own clocks){}.\n\n",
+                    c.causality.pairs_checked, c.causality.violations, c.causality.violations_unaligned,
+                    c.causality.example.empty() ? "" : "; e.g. " + c.causality.example +
+                        ": the alignment is off by more than its uncertainty, rerun with more runtime.clock_pings");
+}
+
+void fate_section(std::string& md, const HangFacts& h) {
+  if (!h.any) return;
+  md += "## Ranks at the end\n\n| rank | status | waiting for | last step | error |\n|---|---|---|---|---|\n";
+  for (const auto& f : h.ranks) {
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", f.name, f.status, f.waiting_for >= 0 ? std::to_string(f.waiting_for) : "-",
+                      f.last_step, f.error);
+  }
+  for (const auto& m : h.channel_mismatches) md += "\n- channel: " + m;
+  md += "\n\n";
+}
+
+}  // namespace
+
+std::string verdict_lines(const std::vector<StallVerdict>& verdicts) {
+  std::string text;
+  for (const auto& v : verdicts) text += v.headline() + "\n  -> " + v.recommendation + "\n";
+  return text;
+}
+
+json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts) {
+  json j;
+  j["format"] = report_format;
+  j["job"] = "train";
+  j["world_size"] = a.world_size;
+  j["verdicts"] = json::array();
+  for (const auto& v : verdicts) j["verdicts"].push_back(v.to_json());
+  j["steady_state"] = {{"enough", a.steady.enough},       {"steady_steps", a.steady.steady_steps},
+                       {"warmup_steps", a.steady.warmup_steps}, {"first_step", a.steady.first_step},
+                       {"last_step", a.steady.last_step},  {"window_seconds", a.steady.seconds()},
+                       {"required_steps", min_steady_steps}};
+  j["model_role"] = {{"step_seconds", a.role_step_seconds.to_json()},
+                     {"stages", stages_json(a.role_stages)},
+                     {"input_wait_fraction", a.input_wait_fraction},
+                     {"allreduce_exposed_fraction", a.allreduce_exposed_fraction},
+                     {"transfer_exposed_fraction", a.transfer_exposed_fraction}};
+  j["model_ranks"] = json::array();
+  for (const auto& m : a.model_ranks) {
+    json series = json::array();
+    for (const auto& s : m.steps) series.push_back({s.step, s.seconds, s.steady});
+    j["model_ranks"].push_back({{"rank", m.rank},
+                                {"name", m.name},
+                                {"host", m.host},
+                                {"gpu", m.gpu},
+                                {"fed_by", m.fed_by},
+                                {"steps", m.steps.size()},
+                                {"warmup_steps", m.warmup_steps},
+                                {"steady_steps", m.steady_steps},
+                                {"step_seconds", m.step_seconds.to_json()},
+                                {"busy_seconds", m.busy_seconds.to_json()},
+                                {"stages", stages_json(m.stages)},
+                                {"input_wait_fraction", m.input_wait_fraction},
+                                {"allreduce_exposed_fraction", m.allreduce_exposed_fraction},
+                                {"transfer_exposed_fraction", m.transfer_exposed_fraction},
+                                {"allreduce_bytes", m.allreduce_bytes},
+                                {"step_series", series}});
+  }
+  j["data_ranks"] = json::array();
+  for (const auto& d : a.data_ranks) {
+    json stages = json::object();
+    for (Stage stage : data_stages) {
+      stages[name_of(stage)] = {{"seconds", d.stage_seconds.count(stage) ? d.stage_seconds.at(stage) : 0.0},
+                                {"fraction", d.stage_fraction.at(stage)}};
+    }
+    j["data_ranks"].push_back({{"rank", d.rank},
+                               {"name", d.name},
+                               {"host", d.host},
+                               {"gpu", d.gpu},
+                               {"feeds", d.feeds},
+                               {"window_seconds", d.window_seconds},
+                               {"reader_lanes", d.reader_lanes},
+                               {"stages", stages},
+                               {"batches_sent", d.batches_sent},
+                               {"bytes_sent", d.bytes_sent},
+                               {"send_bandwidth_bytes_per_s", d.send_bandwidth},
+                               {"queue_depth_mean", d.queue_depth_mean ? json(*d.queue_depth_mean) : json(nullptr)},
+                               {"credits_mean", d.credits_mean ? json(*d.credits_mean) : json(nullptr)},
+                               {"busiest_stage", name_of(d.busiest_stage)},
+                               {"busiest_fraction", d.busiest_fraction}});
+  }
+  j["clock"] = clock_json(a.clock);
+  j["hang"] = hang_json(a.hang);
+  j["settings"] = a.settings;
+  j["injected_delay"] = a.injected_delay;
+  j["dropped_spans"] = a.dropped_spans;
+  return j;
+}
+
+std::string train_report_markdown(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
+                                  const std::string& run_dir) {
+  std::string md = "# sluice train report: " + run_dir + "\n\n";
+  verdict_section(md, verdicts);
+  md += fmt::format("Steady state: steps {}–{}, {} per model rank after dropping {} warm-up steps ({:.1f} s). "
+                    "Model ranks waited for input {} of their step time, exposed all-reduce {}, exposed transfer {}.\n\n",
+                    a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
+                    a.steady.seconds(), pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction),
+                    pct(a.transfer_exposed_fraction));
+  if (a.dropped_spans > 0) {
+    md += fmt::format("Note: {} spans were dropped from full rings (raise runtime.timing_capacity); the earliest steps "
+                      "may be missing.\n\n",
+                      a.dropped_spans);
+  }
+  md += "## Model role (steady steps, every model rank pooled; ms per step)\n\n";
+  md += "| stage | p50 | p95 | p99 | share of step time |\n|---|--:|--:|--:|--:|\n";
+  md += fmt::format("| **step** | {} | {} | {} | 100% |\n", ms(a.role_step_seconds.p50), ms(a.role_step_seconds.p95),
+                    ms(a.role_step_seconds.p99));
+  for (const auto& [stage, b] : a.role_stages) {
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", name_of(stage), ms(b.per_step.p50), ms(b.per_step.p95),
+                      ms(b.per_step.p99), pct(b.fraction));
+  }
+  md += "\n## Model ranks (steady steps; ms)\n\n";
+  md += "| rank | steps | step p50 | p95 | p99 | busy p50 | batch_wait p50 | allreduce_exposed p50 | input wait | "
+        "exposed all-reduce |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const auto& m : a.model_ranks) {
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", m.name, m.steady_steps,
+                      ms(m.step_seconds.p50), ms(m.step_seconds.p95), ms(m.step_seconds.p99), ms(m.busy_seconds.p50),
+                      ms(m.stages.at(Stage::batch_wait).per_step.p50),
+                      ms(m.stages.at(Stage::allreduce_exposed).per_step.p50), pct(m.input_wait_fraction),
+                      pct(m.allreduce_exposed_fraction));
+  }
+  if (!a.data_ranks.empty()) {
+    md += "\n## Data ranks (share of the steady window; reader stages per reader thread)\n\n";
+    md += "| rank | feeds | readers | cache_read | collate | wait_for_reader | credit_wait | send | batches | send "
+          "bandwidth | queue depth | credits |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+    for (const auto& d : a.data_ranks) {
+      std::string feeds;
+      for (int r : d.feeds) feeds += (feeds.empty() ? "" : ",") + std::to_string(r);
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} MB/s | {} | {} |\n", d.name, feeds,
+                        d.reader_lanes, pct(d.stage_fraction.at(Stage::cache_read)),
+                        pct(d.stage_fraction.at(Stage::collate)), pct(d.stage_fraction.at(Stage::wait_for_reader)),
+                        pct(d.stage_fraction.at(Stage::credit_wait)), pct(d.stage_fraction.at(Stage::send)),
+                        d.batches_sent, d.send_bandwidth / 1e6,
+                        d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-",
+                        d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-");
+    }
+  }
+  md += "\n";
+  clock_section(md, a.clock);
+  fate_section(md, a.hang);
+  md += "Files: report.json (every number above), report.html (charts), trace.json (open in https://ui.perfetto.dev "
+        "or chrome://tracing). Rules and thresholds: docs/report.md.\n";
+  return md;
+}
+
+json prep_report_json(const PrepAnalysis& a) {
+  json j;
+  j["format"] = report_format;
+  j["job"] = "prep";
+  j["world_size"] = a.world_size;
+  j["verdicts"] = json::array();
+  for (const auto& v : a.verdicts) j["verdicts"].push_back(v.to_json());
+  j["job_seconds"] = a.job_seconds;
+  j["rows_per_second"] = a.rows_per_second;
+  j["corpus_rows"] = a.corpus_rows;
+  j["rejects"] = a.rejects;
+  j["reject_reasons"] = a.reject_reasons;
+  j["ranks"] = json::array();
+  for (const auto& r : a.ranks) {
+    json stages = json::object();
+    for (Stage stage : prep_stages) stages[name_of(stage)] = r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0;
+    j["ranks"].push_back({{"rank", r.rank},
+                          {"name", r.name},
+                          {"host", r.host},
+                          {"status", r.status},
+                          {"rows", r.rows},
+                          {"window_seconds", r.window_seconds},
+                          {"rows_per_second", r.rows_per_second},
+                          {"audio_seconds", r.audio_seconds >= 0 ? json(r.audio_seconds) : json(nullptr)},
+                          {"audio_seconds_per_second",
+                           r.audio_seconds_per_second >= 0 ? json(r.audio_seconds_per_second) : json(nullptr)},
+                          {"rejects", r.rejects >= 0 ? json(r.rejects) : json(nullptr)},
+                          {"stage_seconds", stages},
+                          {"row_seconds", r.row_seconds.to_json()}});
+  }
+  j["clock"] = clock_json(a.clock);
+  j["hang"] = hang_json(a.hang);
+  j["prep_report_found"] = !a.prep_report.is_null();
+  return j;
+}
+
+std::string prep_report_markdown(const PrepAnalysis& a, const std::string& cache_dir) {
+  std::string md = "# sluice prep report: " + cache_dir + "\n\n";
+  verdict_section(md, a.verdicts);
+  md += fmt::format("{} ranks, {:.1f} s from the first to the last span, {:.1f} rows/s in all.\n\n", a.ranks.size(),
+                    a.job_seconds, a.rows_per_second);
+  md += "## Prep ranks\n\n| rank | rows | seconds | rows/s | audio s/s | row p50 ms | p95 | p99 | decode s | resample s | "
+        "features s | write s | rejects |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const auto& r : a.ranks) {
+    const auto stage = [&](Stage s) { return fmt::format("{:.2f}", r.stage_seconds.count(s) ? r.stage_seconds.at(s) : 0.0); };
+    md += fmt::format("| {} | {} | {:.2f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name, r.rows,
+                      r.window_seconds, r.rows_per_second,
+                      r.audio_seconds_per_second >= 0 ? fmt::format("{:.1f}", r.audio_seconds_per_second) : "-",
+                      ms(r.row_seconds.p50), ms(r.row_seconds.p95), ms(r.row_seconds.p99), stage(Stage::decode),
+                      stage(Stage::resample), stage(Stage::features), stage(Stage::write),
+                      r.rejects >= 0 ? std::to_string(r.rejects) : "-");
+  }
+  md += "\n## Rejects\n\n";
+  if (a.prep_report.is_null()) {
+    md += "No prep-report.json in the cache directory: the job did not reach its end on rank 0.\n\n";
+  } else if (a.reject_reasons.empty()) {
+    md += fmt::format("None of the {} corpus rows was rejected.\n\n", a.corpus_rows);
+  } else {
+    md += fmt::format("{} of {} corpus rows rejected (details in rejects.jsonl):\n\n| reason | rows |\n|---|--:|\n",
+                      a.rejects, a.corpus_rows);
+    for (const auto& [reason, count] : a.reject_reasons) md += fmt::format("| {} | {} |\n", reason, count);
+    md += "\n";
+  }
+  clock_section(md, a.clock);
+  fate_section(md, a.hang);
+  return md;
+}
+
+}  // namespace sluice::report

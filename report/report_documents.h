@@ -1,0 +1,28 @@
+#pragma once
+// report.json and report.md of a train or prep run, from its analysis and verdicts. The JSON
+// schema is documented in docs/report.md ("report.json"); change both together.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/prep_analysis.h"
+#include "report/run_analysis.h"
+#include "report/stall_verdicts.h"
+
+namespace sluice::report {
+
+inline constexpr const char* report_format = "sluice-report/1";
+
+nlohmann::json train_report_json(const TrainAnalysis& analysis, const std::vector<StallVerdict>& verdicts);
+// Verdicts first (numbers and recommendation), then the per-role and per-rank tables.
+std::string train_report_markdown(const TrainAnalysis& analysis, const std::vector<StallVerdict>& verdicts,
+                                  const std::string& run_dir);
+
+nlohmann::json prep_report_json(const PrepAnalysis& analysis);
+std::string prep_report_markdown(const PrepAnalysis& analysis, const std::string& cache_dir);
+
+// The lines a launcher prints: one per verdict, with its recommendation.
+std::string verdict_lines(const std::vector<StallVerdict>& verdicts);
+
+}  // namespace sluice::report

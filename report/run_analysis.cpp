@@ -1,0 +1,413 @@
+#include "report/run_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+namespace sluice::report {
+namespace {
+
+using timing::Span;
+
+bool is_model_role(const std::string& role) { return role == "model" || role == "data_and_model"; }
+bool is_data_role(const std::string& role) { return role == "data" || role == "data_and_model"; }
+
+bool is_step_stage(Stage stage) {
+  return std::find(model_step_stages.begin(), model_step_stages.end(), stage) != model_step_stages.end();
+}
+bool is_reader_stage(Stage stage) { return stage == Stage::cache_read || stage == Stage::collate; }
+
+double seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+int64_t overlap_ns(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
+}
+
+// A send span on a data rank, keyed by (data rank, model rank, sequence).
+using FlowKey = std::tuple<int, int, int64_t>;
+
+std::map<FlowKey, Span> index_sends(const std::vector<RankTimeline>& timelines) {
+  std::map<FlowKey, Span> sends;
+  for (const auto& t : timelines) {
+    for (const Span& s : t.spans) {
+      if (s.stage == Stage::send && s.sequence >= 0) sends[{t.rank, s.peer, s.sequence}] = s;
+    }
+  }
+  return sends;
+}
+
+std::vector<StepRecord> step_records(const RankTimeline& t) {
+  std::vector<const Span*> waits, work;
+  for (const Span& s : t.spans) {
+    if (s.stage == Stage::batch_wait) waits.push_back(&s);
+    if (is_step_stage(s.stage)) work.push_back(&s);
+  }
+  const auto by_start = [](const Span* a, const Span* b) { return a->start_ns < b->start_ns; };
+  std::sort(waits.begin(), waits.end(), by_start);
+  std::sort(work.begin(), work.end(), by_start);
+  std::vector<StepRecord> steps;
+  size_t next_work = 0;
+  for (size_t i = 0; i < waits.size(); ++i) {
+    StepRecord record;
+    record.step = waits[i]->step;
+    record.start_ns = waits[i]->start_ns;
+    const int64_t limit = i + 1 < waits.size() ? waits[i + 1]->start_ns : INT64_MAX;
+    int64_t last_end = waits[i]->end_ns;
+    while (next_work < work.size() && work[next_work]->start_ns < record.start_ns) ++next_work;
+    while (next_work < work.size() && work[next_work]->start_ns < limit) {
+      const Span& s = *work[next_work++];
+      record.stage_seconds[static_cast<size_t>(s.stage)] += seconds(s.end_ns - s.start_ns);
+      last_end = std::max(last_end, s.end_ns);
+    }
+    record.end_ns = limit == INT64_MAX ? last_end : limit;
+    record.seconds = seconds(record.end_ns - record.start_ns);
+    steps.push_back(record);
+  }
+  return steps;
+}
+
+std::map<Stage, StageBreakdown> breakdown(const std::vector<const StepRecord*>& steps) {
+  std::map<Stage, StageBreakdown> result;
+  double total = 0;
+  for (const StepRecord* s : steps) total += s->seconds;
+  for (Stage stage : model_step_stages) {
+    std::vector<double> values;
+    for (const StepRecord* s : steps) values.push_back(s->stage(stage));
+    StageBreakdown b;
+    b.per_step = Distribution::of(values);
+    b.fraction = total > 0 ? b.per_step.total / total : 0;
+    result[stage] = b;
+  }
+  return result;
+}
+
+ModelRankAnalysis analyze_model_rank(const RankTimeline& t, const std::map<FlowKey, Span>& sends) {
+  ModelRankAnalysis m;
+  m.rank = t.rank;
+  m.name = describe_rank(t);
+  m.host = t.host;
+  m.gpu = t.gpu;
+  m.fed_by = t.fed_by;
+  m.steps = step_records(t);
+  const size_t n = m.steps.size();
+  m.warmup_steps = std::min(n, std::max(min_warmup_steps, static_cast<size_t>(std::ceil(0.1 * static_cast<double>(n)))));
+  m.steady_steps = n - m.warmup_steps;
+  std::vector<const StepRecord*> steady;
+  std::vector<double> step_times, busy_times;
+  for (size_t i = m.warmup_steps; i < n; ++i) {
+    m.steps[i].steady = true;
+    steady.push_back(&m.steps[i]);
+    step_times.push_back(m.steps[i].seconds);
+    busy_times.push_back(m.steps[i].busy_seconds());
+    m.steady_seconds += m.steps[i].seconds;
+  }
+  m.step_seconds = Distribution::of(step_times);
+  m.busy_seconds = Distribution::of(busy_times);
+  m.stages = breakdown(steady);
+  m.input_wait_fraction = m.stages[Stage::batch_wait].fraction;
+  m.allreduce_exposed_fraction = m.stages[Stage::allreduce_exposed].fraction;
+  if (steady.empty()) return m;
+  const int64_t first = steady.front()->start_ns, last = steady.back()->end_ns;
+  int64_t transfer_ns = 0;
+  for (const Span& s : t.spans) {
+    if (s.start_ns < first || s.start_ns >= last) continue;
+    if (s.stage == Stage::allreduce_exposed || s.stage == Stage::allreduce_overlapped) {
+      m.allreduce_bytes += s.bytes;
+      m.allreduce_seconds += seconds(s.end_ns - s.start_ns);
+    }
+    if (s.stage == Stage::batch_wait && s.sequence >= 0) {
+      const auto send = sends.find({s.peer, t.rank, s.sequence});
+      if (send != sends.end()) transfer_ns += overlap_ns(s.start_ns, s.end_ns, send->second.start_ns, send->second.end_ns);
+    }
+  }
+  m.transfer_exposed_fraction = m.steady_seconds > 0 ? seconds(transfer_ns) / m.steady_seconds : 0;
+  return m;
+}
+
+std::optional<double> counter_mean(const RankTimeline& t, const std::string& name, int64_t start, int64_t end) {
+  const auto it = std::find(t.counter_names.begin(), t.counter_names.end(), name);
+  if (it == t.counter_names.end()) return std::nullopt;
+  const auto index = static_cast<uint16_t>(it - t.counter_names.begin());
+  double in_sum = 0, all_sum = 0;
+  size_t in_count = 0, all_count = 0;
+  for (const auto& c : t.counters) {
+    if (c.counter != index) continue;
+    all_sum += c.value;
+    ++all_count;
+    if (c.t_ns >= start && c.t_ns < end) {
+      in_sum += c.value;
+      ++in_count;
+    }
+  }
+  if (in_count > 0) return in_sum / static_cast<double>(in_count);
+  if (all_count > 0) return all_sum / static_cast<double>(all_count);
+  return std::nullopt;
+}
+
+DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t end) {
+  DataRankAnalysis d;
+  d.rank = t.rank;
+  d.name = describe_rank(t);
+  d.host = t.host;
+  d.gpu = t.gpu;
+  d.feeds = t.feeds;
+  if (end <= start) {  // no model steps to bound the window: the rank's own spans
+    start = INT64_MAX;
+    end = INT64_MIN;
+    for (const Span& s : t.spans) {
+      start = std::min(start, s.start_ns);
+      end = std::max(end, s.end_ns);
+    }
+    if (t.spans.empty()) start = end = 0;
+  }
+  d.window_seconds = seconds(end - start);
+  std::set<uint16_t> reader_lanes;
+  std::map<int64_t, double> busy_by_step;
+  double send_seconds = 0;
+  for (const Span& s : t.spans) {
+    if (is_reader_stage(s.stage)) reader_lanes.insert(s.lane);
+    if (std::find(data_stages.begin(), data_stages.end(), s.stage) == data_stages.end()) continue;
+    const int64_t inside = overlap_ns(s.start_ns, s.end_ns, start, end);
+    if (inside <= 0 && !(s.start_ns >= start && s.start_ns < end)) continue;
+    d.stage_seconds[s.stage] += seconds(inside);
+    if (is_reader_stage(s.stage) && s.step >= 0) busy_by_step[s.step] += seconds(s.end_ns - s.start_ns);
+    if (s.stage == Stage::send) {
+      ++d.batches_sent;
+      d.bytes_sent += s.bytes;
+      send_seconds += seconds(s.end_ns - s.start_ns);
+    }
+  }
+  d.reader_lanes = static_cast<int>(reader_lanes.size());
+  d.send_bandwidth = send_seconds > 0 ? static_cast<double>(d.bytes_sent) / send_seconds : 0;
+  const double feeds = std::max<double>(1, static_cast<double>(t.feeds.size()));
+  for (const auto& [step, busy] : busy_by_step) d.batch_busy_seconds.push_back(busy / feeds);
+  for (Stage stage : data_stages) {
+    const double lanes = is_reader_stage(stage) ? std::max(1, d.reader_lanes) : 1;
+    const double value = d.stage_seconds.count(stage) ? d.stage_seconds[stage] : 0;
+    d.stage_fraction[stage] = d.window_seconds > 0 ? value / (d.window_seconds * lanes) : 0;
+  }
+  d.busiest_fraction = -1;
+  for (Stage stage : {Stage::cache_read, Stage::collate, Stage::host_to_device, Stage::gpu_work, Stage::send}) {
+    if (d.stage_fraction[stage] > d.busiest_fraction) {
+      d.busiest_fraction = d.stage_fraction[stage];
+      d.busiest_stage = stage;
+    }
+  }
+  d.queue_depth_mean = counter_mean(t, "queue_depth", start, end);
+  d.credits_mean = counter_mean(t, "credits", start, end);
+  return d;
+}
+
+CausalityCheck check_causality(const std::vector<RankTimeline>& timelines) {
+  CausalityCheck check;
+  const auto sends = index_sends(timelines);
+  for (const auto& t : timelines) {
+    for (const Span& s : t.spans) {
+      if (s.stage != Stage::batch_wait || s.sequence < 0) continue;
+      const auto send = sends.find({s.peer, t.rank, s.sequence});
+      if (send == sends.end()) continue;
+      ++check.pairs_checked;
+      const int64_t early = send->second.start_ns - s.end_ns;
+      if (early > 0) {
+        ++check.violations;
+        if (early > check.worst_violation_ns) check.worst_violation_ns = early;
+        if (check.example.empty()) {
+          check.example = "rank " + std::to_string(t.rank) + " received batch " + std::to_string(s.sequence) +
+                          " from rank " + std::to_string(s.peer) + " " + std::to_string(early / 1000) +
+                          " us before it was sent";
+        }
+      }
+    }
+  }
+  return check;
+}
+
+HangFacts hang_facts(const std::vector<RankTimeline>& timelines, int world_size) {
+  HangFacts h;
+  std::map<int, const RankTimeline*> by_rank;
+  for (const auto& t : timelines) by_rank[t.rank] = &t;
+  std::map<int, int> waited_on;  // rank -> how many ranks waited for it
+  for (int r = 0; r < world_size; ++r) {
+    RankFate fate;
+    fate.rank = r;
+    const auto it = by_rank.find(r);
+    if (it == by_rank.end()) {
+      fate.name = "rank " + std::to_string(r);
+      fate.status = "missing";
+      h.missing_ranks.push_back(r);
+    } else {
+      const RankTimeline& t = *it->second;
+      fate.name = describe_rank(t);
+      fate.status = t.status;
+      fate.error = t.error;
+      fate.waiting_for = t.waiting_for;
+      fate.channels = t.channels;
+      for (const Span& s : t.spans) fate.last_step = std::max(fate.last_step, s.step);
+      if (t.status == "failed" && t.waiting_for >= 0) ++waited_on[t.waiting_for];
+    }
+    h.ranks.push_back(fate);
+  }
+  const bool failed = std::any_of(h.ranks.begin(), h.ranks.end(), [](const RankFate& f) { return f.status == "failed"; });
+  h.any = failed || !h.missing_ranks.empty();
+  // Channel counts: what one side sent against what the other received.
+  for (const auto& t : timelines) {
+    for (const auto& channel : t.channels) {
+      if (channel.value("direction", "") != "send") continue;
+      const int peer = channel.value("peer", -1);
+      const int64_t sent = channel.value("batches", int64_t{0});
+      const auto other = by_rank.find(peer);
+      if (other == by_rank.end()) continue;
+      for (const auto& receive : other->second->channels) {
+        if (receive.value("direction", "") != "receive" || receive.value("peer", -1) != t.rank) continue;
+        const int64_t received = receive.value("batches", int64_t{0});
+        if (received != sent) {
+          h.channel_mismatches.push_back("rank " + std::to_string(t.rank) + " sent " + std::to_string(sent) +
+                                         " batches to rank " + std::to_string(peer) + ", which received " +
+                                         std::to_string(received));
+        }
+      }
+    }
+  }
+  if (!h.any) return h;
+  const auto waiters_of = [&](int rank) {
+    std::string list;
+    for (const auto& f : h.ranks) {
+      if (f.status == "failed" && f.waiting_for == rank) list += (list.empty() ? "" : ", ") + std::to_string(f.rank);
+    }
+    return list;
+  };
+  // The rank most waited for; a missing rank beats one that wrote its file.
+  int culprit = -1, most = 0;
+  for (const auto& [rank, count] : waited_on) {
+    const bool missing = !by_rank.count(rank);
+    const bool culprit_missing = culprit >= 0 && !by_rank.count(culprit);
+    if (culprit < 0 || (missing && !culprit_missing) || (missing == culprit_missing && count > most)) {
+      culprit = rank;
+      most = count;
+    }
+  }
+  if (culprit < 0 && !h.missing_ranks.empty()) culprit = h.missing_ranks.front();
+  if (culprit < 0) {
+    for (const auto& f : h.ranks) {
+      if (f.status == "failed") {
+        culprit = f.rank;
+        break;
+      }
+    }
+  }
+  // Follow the chain: a rank that was itself waiting points further.
+  std::set<int> seen;
+  while (culprit >= 0 && !seen.count(culprit) && by_rank.count(culprit)) {
+    seen.insert(culprit);
+    const RankTimeline& t = *by_rank[culprit];
+    if (t.status != "failed" || t.waiting_for < 0 || t.waiting_for == culprit) break;
+    culprit = t.waiting_for;
+  }
+  h.culprit = culprit;
+  if (culprit >= 0) {
+    const std::string waiters = waiters_of(culprit);
+    const auto& fate = h.ranks.at(static_cast<size_t>(culprit));
+    if (fate.status == "missing") {
+      h.culprit_reason = "rank " + std::to_string(culprit) +
+                         " wrote no timeline: it died, was killed or never reached the end of the run";
+    } else {
+      h.culprit_reason = fate.name + " (status " + fate.status + ", last step " + std::to_string(fate.last_step) +
+                         (fate.error.empty() ? "" : ", error: " + fate.error) + ")";
+    }
+    if (!waiters.empty()) h.culprit_reason += "; ranks waiting for it: " + waiters;
+  }
+  return h;
+}
+
+}  // namespace
+
+double StepRecord::busy_seconds() const {
+  return stage(Stage::forward) + stage(Stage::backward) + stage(Stage::optimizer);
+}
+
+std::string describe_rank(const RankTimeline& t) {
+  const std::string device = t.gpu >= 0 ? "GPU" + std::to_string(t.gpu) : "CPU";
+  return "rank " + std::to_string(t.rank) + " · " + (t.host.empty() ? "?" : t.host) + " · " + device + " · " + t.role;
+}
+
+RankTimeline align_to_reference(const RankTimeline& timeline) {
+  RankTimeline aligned = timeline;
+  for (Span& s : aligned.spans) {
+    s.start_ns = timeline.clock.to_reference(s.start_ns);
+    s.end_ns = timeline.clock.to_reference(s.end_ns);
+  }
+  for (auto& c : aligned.counters) c.t_ns = timeline.clock.to_reference(c.t_ns);
+  return aligned;
+}
+
+TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
+  TrainAnalysis a;
+  for (const auto& t : timelines) {
+    a.timelines.push_back(align_to_reference(t));
+    a.world_size = std::max({a.world_size, t.world_size, t.rank + 1});
+    if (a.settings.empty() && !t.settings.empty()) a.settings = t.settings;
+    if (a.injected_delay.is_null() && !t.injected_delay.is_null()) a.injected_delay = t.injected_delay;
+    a.dropped_spans += t.dropped_spans;
+    const int64_t uncertainty = t.clock.uncertainty_ns();
+    if (uncertainty > a.clock.max_uncertainty_ns) {
+      a.clock.max_uncertainty_ns = uncertainty;
+      a.clock.worst_rank = t.rank;
+    }
+  }
+  std::sort(a.timelines.begin(), a.timelines.end(),
+            [](const RankTimeline& x, const RankTimeline& y) { return x.rank < y.rank; });
+
+  const auto sends = index_sends(a.timelines);
+  for (const auto& t : a.timelines) {
+    if (is_model_role(t.role)) a.model_ranks.push_back(analyze_model_rank(t, sends));
+  }
+  // The steady window: every model rank's steady steps.
+  a.steady.enough = !a.model_ranks.empty();
+  a.steady.steady_steps = a.model_ranks.empty() ? 0 : SIZE_MAX;
+  a.steady.start_ns = INT64_MAX;
+  a.steady.end_ns = INT64_MIN;
+  std::vector<const StepRecord*> role_steps;
+  double total = 0, wait = 0, exposed = 0, transfer = 0;
+  std::map<int64_t, std::vector<double>> per_step;
+  for (const auto& m : a.model_ranks) {
+    a.steady.steady_steps = std::min(a.steady.steady_steps, m.steady_steps);
+    a.steady.warmup_steps = std::max(a.steady.warmup_steps, m.warmup_steps);
+    if (m.steady_steps < min_steady_steps) a.steady.enough = false;
+    for (const auto& s : m.steps) {
+      per_step[s.step].push_back(s.seconds);
+      if (!s.steady) continue;
+      role_steps.push_back(&s);
+      a.steady.start_ns = std::min(a.steady.start_ns, s.start_ns);
+      a.steady.end_ns = std::max(a.steady.end_ns, s.end_ns);
+      if (a.steady.first_step < 0 || s.step < a.steady.first_step) a.steady.first_step = s.step;
+      a.steady.last_step = std::max(a.steady.last_step, s.step);
+    }
+    total += m.steady_seconds;
+    wait += m.stages.at(Stage::batch_wait).per_step.total;
+    exposed += m.stages.at(Stage::allreduce_exposed).per_step.total;
+    transfer += m.transfer_exposed_fraction * m.steady_seconds;
+  }
+  if (role_steps.empty()) a.steady.start_ns = a.steady.end_ns = 0;
+  std::vector<double> role_times;
+  for (const StepRecord* s : role_steps) role_times.push_back(s->seconds);
+  a.role_step_seconds = Distribution::of(role_times);
+  a.role_stages = breakdown(role_steps);
+  a.input_wait_fraction = total > 0 ? wait / total : 0;
+  a.allreduce_exposed_fraction = total > 0 ? exposed / total : 0;
+  a.transfer_exposed_fraction = total > 0 ? transfer / total : 0;
+  for (const auto& [step, values] : per_step) {
+    double sum = 0;
+    for (double v : values) sum += v;
+    a.job_step_seconds.emplace_back(step, sum / static_cast<double>(values.size()));
+  }
+  for (const auto& t : a.timelines) {
+    if (is_data_role(t.role)) a.data_ranks.push_back(analyze_data_rank(t, a.steady.start_ns, a.steady.end_ns));
+  }
+  a.clock.causality = check_causality(a.timelines);
+  a.clock.causality.violations_unaligned = check_causality(timelines).violations;
+  a.hang = hang_facts(a.timelines, a.world_size);
+  return a;
+}
+
+}  // namespace sluice::report

@@ -1,0 +1,179 @@
+#pragma once
+// The train run's analysis, from every rank's timeline (timing/timeline_file.h): spans aligned to
+// rank 0's clock, per-step records on model ranks, the steady-state window, per-rank and per-role
+// breakdowns, data-rank stage totals, the clock check and what a failed run left behind. The
+// verdict rules (stall_verdicts.h) and the documents (report_documents.h) read only this.
+//
+// A step on a model rank runs from the start of one batch_wait span to the start of the next (the
+// last step ends with the rank's last model-stage span); its stage durations are the model-stage
+// spans (allreduce_overlapped excluded: it runs on its own lane, hidden under backward) that
+// start inside it. Steady state drops each model rank's first max(5, ceil(10%)) steps.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/robust_stats.h"
+#include "timing/timeline_file.h"
+
+namespace sluice::report {
+
+using timing::RankTimeline;
+using timing::Stage;
+
+inline constexpr size_t min_steady_steps = 20;
+inline constexpr size_t min_warmup_steps = 5;
+
+// The model stages a step is split into, in the order tables show them.
+inline constexpr std::array<Stage, 8> model_step_stages = {
+    Stage::batch_wait, Stage::forward,  Stage::backward,   Stage::allreduce_exposed,
+    Stage::optimizer,  Stage::sync,     Stage::validation, Stage::checkpoint};
+// The data-rank stages, reader lanes first.
+inline constexpr std::array<Stage, 7> data_stages = {Stage::cache_read,     Stage::collate,    Stage::wait_for_reader,
+                                                     Stage::host_to_device, Stage::gpu_work,   Stage::credit_wait,
+                                                     Stage::send};
+
+// "rank 3 · host · GPU1 · model" (GPU shown as CPU when the rank has none).
+std::string describe_rank(const RankTimeline& timeline);
+
+// The same timeline with every span and counter sample on the reference (rank 0) clock.
+RankTimeline align_to_reference(const RankTimeline& timeline);
+
+struct StepRecord {
+  int64_t step = -1;       // global step of the batch_wait that opened it
+  int64_t start_ns = 0;    // aligned
+  int64_t end_ns = 0;
+  double seconds = 0;      // wall time of the step
+  std::array<double, timing::stage_count> stage_seconds{};  // model stages starting inside it
+  bool steady = false;
+
+  double stage(Stage stage) const { return stage_seconds[static_cast<size_t>(stage)]; }
+  // The rank's own work in the step: forward + backward + optimizer. In synchronous data
+  // parallelism every rank's wall step time is equalised by the all-reduce; this is not.
+  double busy_seconds() const;
+};
+
+// A stage's share of a model rank's steady steps.
+struct StageBreakdown {
+  Distribution per_step;  // seconds per steady step
+  double fraction = 0;    // total / total steady step time
+};
+
+struct ModelRankAnalysis {
+  int rank = 0;
+  std::string name;  // describe_rank
+  std::string host;
+  int gpu = -1;
+  int fed_by = -1;
+  std::vector<StepRecord> steps;  // every step, in order
+  size_t warmup_steps = 0;
+  size_t steady_steps = 0;
+  double steady_seconds = 0;  // sum of steady step times
+  Distribution step_seconds;  // steady
+  Distribution busy_seconds;  // steady forward+backward+optimizer
+  std::map<Stage, StageBreakdown> stages;
+  double input_wait_fraction = 0;         // batch_wait / step time (steady)
+  double allreduce_exposed_fraction = 0;  // allreduce_exposed / step time (steady)
+  double transfer_exposed_fraction = 0;   // batch_wait overlapped by its batch's send / step time
+  int64_t allreduce_bytes = 0;            // bytes named by allreduce spans in steady steps
+  double allreduce_seconds = 0;           // exposed + overlapped seconds in steady steps
+};
+
+struct DataRankAnalysis {
+  int rank = 0;
+  std::string name;
+  std::string host;
+  int gpu = -1;
+  std::vector<int> feeds;
+  double window_seconds = 0;   // the model ranks' steady window this rank's numbers cover
+  int reader_lanes = 0;        // lanes that recorded cache_read or collate
+  std::map<Stage, double> stage_seconds;  // spans starting in the window
+  // Main-lane stages: seconds / window. Reader stages: seconds / (window x reader lanes).
+  std::map<Stage, double> stage_fraction;
+  int64_t batches_sent = 0;
+  int64_t bytes_sent = 0;
+  double send_bandwidth = 0;             // bytes per second inside send spans
+  std::optional<double> queue_depth_mean;  // counter "queue_depth" in the window
+  std::optional<double> credits_mean;      // counter "credits"
+  std::vector<double> batch_busy_seconds;  // cache_read + collate per batch (steady window)
+  // The stage a data rank spends most of its time in, among cache_read, collate (per reader
+  // lane), host_to_device, gpu_work and send (main lane).
+  Stage busiest_stage = Stage::cache_read;
+  double busiest_fraction = 0;
+};
+
+struct CausalityCheck {
+  int64_t pairs_checked = 0;       // batch_wait spans with a matching send
+  int64_t violations = 0;          // receive ends before its send starts, aligned time
+  int64_t violations_unaligned = 0;  // the same on the ranks' local clocks
+  int64_t worst_violation_ns = 0;  // aligned
+  std::string example;             // the first violation, for the reader
+};
+
+struct ClockSummary {
+  int64_t max_uncertainty_ns = 0;
+  int worst_rank = 0;
+  CausalityCheck causality;
+};
+
+// What a failed or incomplete run left: who failed, who waited for whom, who never wrote a file.
+struct RankFate {
+  int rank = 0;
+  std::string name;
+  std::string status;  // finished | stopped | failed | missing
+  std::string error;
+  int waiting_for = -1;
+  int64_t last_step = -1;  // the largest step of any span
+  nlohmann::json channels = nlohmann::json::array();
+};
+
+struct HangFacts {
+  bool any = false;             // a failed rank or a missing file
+  std::vector<int> missing_ranks;
+  std::vector<RankFate> ranks;  // every rank of the world, missing ones included
+  int culprit = -1;             // the rank that never arrived, -1 when unknown
+  std::string culprit_reason;
+  std::vector<std::string> channel_mismatches;  // "rank 0 sent 12 batches to rank 1, which received 11"
+};
+
+struct SteadyWindow {
+  bool enough = false;   // at least min_steady_steps on every model rank
+  size_t steady_steps = 0;  // the fewest steady steps of any model rank
+  size_t warmup_steps = 0;  // the most dropped
+  int64_t first_step = -1;
+  int64_t last_step = -1;
+  int64_t start_ns = 0;  // aligned, across model ranks
+  int64_t end_ns = 0;
+  double seconds() const { return static_cast<double>(end_ns - start_ns) * 1e-9; }
+};
+
+struct TrainAnalysis {
+  std::vector<RankTimeline> timelines;  // aligned to rank 0, sorted by rank
+  int world_size = 0;
+  nlohmann::json settings = nlohmann::json::object();  // from the first timeline that has them
+  nlohmann::json injected_delay;                        // the first non-null one
+  std::vector<ModelRankAnalysis> model_ranks;
+  std::vector<DataRankAnalysis> data_ranks;
+  SteadyWindow steady;
+  // The model role pooled: steady step time and stage shares over every model rank.
+  Distribution role_step_seconds;
+  std::map<Stage, StageBreakdown> role_stages;
+  double input_wait_fraction = 0;         // sum batch_wait / sum step time, every model rank
+  double allreduce_exposed_fraction = 0;
+  double transfer_exposed_fraction = 0;
+  // Per global step (steady and warm-up), the mean wall step time across model ranks.
+  std::vector<std::pair<int64_t, double>> job_step_seconds;
+  ClockSummary clock;
+  HangFacts hang;
+  uint64_t dropped_spans = 0;
+};
+
+// `timelines` as read_timelines returns them (local clocks). Never throws on thin data: a run
+// with too few steps gets steady.enough = false.
+TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines);
+
+}  // namespace sluice::report

@@ -1,0 +1,519 @@
+#include "report/stall_verdicts.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "timing/stage.h"
+
+namespace sluice::report {
+namespace {
+
+using nlohmann::json;
+
+std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
+
+std::string stage_name(Stage stage) { return std::string(timing::to_string(stage)); }
+
+std::string setting_text(const json& settings, const std::string& key, const std::string& fallback = "?") {
+  const json value = setting(settings, key);
+  if (value.is_null()) return fallback;
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+std::string bandwidth_text(double bytes_per_s) {
+  if (bytes_per_s <= 0) return "n/a";
+  if (bytes_per_s >= 1e9) return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
+  return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
+}
+
+// A baseline bandwidth from any rank's summary (bytes/s), 0 when none was measured.
+double baseline(const TrainAnalysis& a, const std::string& key) {
+  for (const auto& t : a.timelines) {
+    const auto it = t.summary.find(key);
+    if (it != t.summary.end() && it->is_number()) return it->get<double>();
+  }
+  return 0;
+}
+
+StallVerdict input_verdict(const TrainAnalysis& a) {
+  StallVerdict v;
+  v.kind = "input_bound";
+  const double f = a.input_wait_fraction;
+  v.severity = f >= input_bound_high ? "HIGH" : "MODERATE";
+  // The data side: its busiest stage, and whether batches were waiting (queued or in credit_wait).
+  const DataRankAnalysis* busiest = nullptr;
+  double credit_wait = 0, reader_wait = 0, queue = 0;
+  int queue_ranks = 0;
+  for (const auto& d : a.data_ranks) {
+    if (!busiest || d.busiest_fraction > busiest->busiest_fraction) busiest = &d;
+    credit_wait += d.stage_fraction.at(Stage::credit_wait);
+    reader_wait += d.stage_fraction.at(Stage::wait_for_reader);
+    if (d.queue_depth_mean) {
+      queue += *d.queue_depth_mean;
+      ++queue_ranks;
+    }
+  }
+  const double n = std::max<double>(1, static_cast<double>(a.data_ranks.size()));
+  credit_wait /= n;
+  reader_wait /= n;
+  const bool have_queue = queue_ranks > 0;
+  const double queue_mean = have_queue ? queue / queue_ranks : 0;
+  // Where the data ranks' main threads waited decides: for credits (batches ready, queued) or for
+  // their readers (nothing ready). The queue-depth counter decides only when neither wait shows.
+  const bool queued = credit_wait != reader_wait ? credit_wait > reader_wait : have_queue && queue_mean >= 1.0;
+  v.numbers = {{"input_wait_fraction", f},
+               {"transfer_exposed_fraction", a.transfer_exposed_fraction},
+               {"data_credit_wait_fraction", credit_wait},
+               {"data_wait_for_reader_fraction", reader_wait},
+               {"batches_queued", queued}};
+  if (have_queue) v.numbers["queue_depth_mean"] = queue_mean;
+  std::string cause = "no data-rank timelines";
+  if (busiest) {
+    v.numbers["busiest_data_stage"] = stage_name(busiest->busiest_stage);
+    v.numbers["busiest_data_stage_fraction"] = busiest->busiest_fraction;
+    v.numbers["busiest_data_rank"] = busiest->rank;
+    cause = fmt::format("busiest data-rank stage {} ({} of rank {}'s {}), batches {}queued (data ranks {} in credit_wait, "
+                        "{} in wait_for_reader{})",
+                        stage_name(busiest->busiest_stage), pct(busiest->busiest_fraction), busiest->rank,
+                        busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate
+                            ? "reader time" : "main thread",
+                        queued ? "" : "not ", pct(credit_wait), pct(reader_wait),
+                        have_queue ? fmt::format(", mean queue depth {:.1f}", queue_mean) : "");
+  }
+  v.summary = fmt::format("model ranks waited for a batch {} of their step time (I/T; {} at least {}); {}", pct(f),
+                          v.severity, pct(v.severity == "HIGH" ? input_bound_high : input_bound_moderate), cause);
+  const std::string readers = setting_text(a.settings, "train.reader_threads");
+  const std::string per_node = setting_text(a.settings, "roles.data_per_node");
+  const std::string credits = setting_text(a.settings, "train.credits");
+  if (!busiest) {
+    v.recommendation = "record timelines on the data ranks too to find which of their stages is slow";
+  } else if (queued || busiest->busiest_stage == Stage::send) {
+    v.recommendation = fmt::format(
+        "batches were ready but reached the model ranks late: the feed itself is the limit (send {} at {} on rank {}). "
+        "Raise train.credits from {} so more batches are in flight, or use a faster transport (roles.transport)",
+        pct(busiest->stage_fraction.at(Stage::send)), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
+  } else if (busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate) {
+    v.recommendation = fmt::format(
+        "the readers cannot keep up ({} threads {} busy in {}): raise train.reader_threads from {} (cores permitting), "
+        "or add data ranks per node (roles.data_per_node from {})%s",
+        busiest->reader_lanes, pct(busiest->busiest_fraction), stage_name(busiest->busiest_stage), readers, per_node);
+    const std::string tail = busiest->busiest_stage == Stage::cache_read
+                                 ? "; put the cache on node-local disk if it is on a network file system"
+                                 : "; fewer padding frames (train.n_buckets up) make collating cheaper";
+    v.recommendation.replace(v.recommendation.find("%s"), 2, tail);
+  } else {
+    v.recommendation = fmt::format("the data ranks' {} stage takes {} of their time: move that work to the model ranks "
+                                   "or add data ranks per node (roles.data_per_node from {})",
+                                   stage_name(busiest->busiest_stage), pct(busiest->busiest_fraction), per_node);
+  }
+  return v;
+}
+
+StallVerdict communication_verdict(const TrainAnalysis& a) {
+  StallVerdict v;
+  v.kind = "communication_bound";
+  const double comm = std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction);
+  v.severity = comm >= comm_bound_high ? "HIGH" : "MODERATE";
+  const bool allreduce = a.allreduce_exposed_fraction >= a.transfer_exposed_fraction;
+  int64_t bytes = 0;
+  double reduce_seconds = 0, sent = 0, send_seconds = 0;
+  for (const auto& m : a.model_ranks) {
+    bytes += m.allreduce_bytes;
+    reduce_seconds += m.allreduce_seconds;
+  }
+  for (const auto& d : a.data_ranks) {
+    sent += static_cast<double>(d.bytes_sent);
+    if (d.send_bandwidth > 0) send_seconds += static_cast<double>(d.bytes_sent) / d.send_bandwidth;
+  }
+  const double achieved = allreduce ? (reduce_seconds > 0 ? static_cast<double>(bytes) / reduce_seconds : 0)
+                                    : (send_seconds > 0 ? sent / send_seconds : 0);
+  const double base = baseline(a, allreduce ? "allreduce_baseline_bytes_per_s" : "transfer_baseline_bytes_per_s");
+  v.numbers = {{"allreduce_exposed_fraction", a.allreduce_exposed_fraction},
+               {"transfer_exposed_fraction", a.transfer_exposed_fraction},
+               {"exposed", allreduce ? "allreduce" : "transfer"},
+               {"achieved_bytes_per_s", achieved},
+               {"baseline_bytes_per_s", base > 0 ? json(base) : json(nullptr)}};
+  const std::string against =
+      base > 0 ? fmt::format("{} of the measured baseline {}", pct(achieved / base), bandwidth_text(base))
+               : "no baseline measured";
+  v.summary = fmt::format("exposed {} is {} of model-rank step time ({} at least {}); achieved {} ({})",
+                          allreduce ? "gradient all-reduce" : "batch transfer", pct(comm), v.severity,
+                          pct(v.severity == "HIGH" ? comm_bound_high : comm_bound_moderate),
+                          bandwidth_text(achieved), against);
+  if (allreduce) {
+    v.recommendation = base > 0 && achieved < 0.5 * base
+                           ? "the all-reduce reaches less than half the measured bandwidth: check the network path "
+                             "(interface, NCCL/MPI transport selection) before changing the job"
+                           : "hide more of the all-reduce under backward (more, smaller gradient buckets start "
+                             "earlier), accumulate gradients over more micro-steps (optim.accumulation) or use a "
+                             "larger batch per rank so that each step communicates less per sample";
+  } else {
+    v.recommendation = fmt::format("batches spend {} of step time in transfer: raise train.credits from {} so the next "
+                                   "batch moves while the current one trains, or use a faster transport "
+                                   "(roles.transport)",
+                                   pct(a.transfer_exposed_fraction), setting_text(a.settings, "train.credits"));
+  }
+  return v;
+}
+
+StallVerdict compute_verdict(const TrainAnalysis& a) {
+  StallVerdict v;
+  v.kind = "compute_bound";
+  double busy = 0, total = 0;
+  for (const auto& m : a.model_ranks) {
+    busy += m.busy_seconds.total;
+    total += m.steady_seconds;
+  }
+  double idle = 0;
+  for (const auto& d : a.data_ranks) idle += d.stage_fraction.at(Stage::credit_wait);
+  idle /= std::max<double>(1, static_cast<double>(a.data_ranks.size()));
+  v.numbers = {{"input_wait_fraction", a.input_wait_fraction},
+               {"exposed_communication_fraction", std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction)},
+               {"busy_fraction", total > 0 ? busy / total : 0},
+               {"data_credit_wait_fraction", idle}};
+  v.summary = fmt::format("model ranks compute {} of their step time; input wait {} (< {}), exposed communication {} "
+                          "(< {})",
+                          pct(total > 0 ? busy / total : 0), pct(a.input_wait_fraction), pct(compute_bound_input_below),
+                          pct(std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction)),
+                          pct(compute_bound_comm_below));
+  v.recommendation = fmt::format(
+      "the GPUs are fed: speed up the model step itself (mixed precision, fused kernels, a larger batch per rank) or add "
+      "model ranks. The data ranks sit {} in credit_wait{}",
+      pct(idle), idle > 0.5 ? fmt::format(", so fewer data ranks would do (roles.data_per_node from {})",
+                                          setting_text(a.settings, "roles.data_per_node"))
+                            : "");
+  return v;
+}
+
+std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
+  std::vector<StallVerdict> verdicts;
+  const double step = a.role_step_seconds.p50;
+  std::map<int, std::vector<double>> model_busy;
+  std::map<int, const ModelRankAnalysis*> models;
+  for (const auto& m : a.model_ranks) {
+    models[m.rank] = &m;
+    for (const auto& s : m.steps) {
+      if (s.steady) model_busy[m.rank].push_back(s.busy_seconds());
+    }
+  }
+  for (const auto& f : find_stragglers(model_busy, step)) {
+    const auto& m = *models.at(f.rank);
+    const double total_steps = static_cast<double>(m.steps.size());
+    StallVerdict v;
+    v.kind = "straggler";
+    v.severity = f.median_excess >= 0.2 * step ? "HIGH" : "MODERATE";
+    v.rank = f.rank;
+    v.numbers = {{"rank", f.rank},          {"host", m.host},
+                 {"gpu", m.gpu},            {"role", "model"},
+                 {"busy_seconds_p50", f.rank_median},
+                 {"role_busy_seconds_p50", f.role_median},
+                 {"excess_seconds_per_step", f.median_excess},
+                 {"excess_fraction_of_step", step > 0 ? f.median_excess / step : 0},
+                 {"steps_over_threshold", f.flagged_share},
+                 {"steady_steps", f.items},
+                 {"cost_seconds_steady", f.total_excess},
+                 {"cost_seconds_projected", f.median_excess * total_steps}};
+    v.summary = fmt::format("{} computes {:.3f} s per step against {:.3f} s on the other model ranks (+{:.3f} s, {} of "
+                            "the {:.3f} s step) in {} of {} steady steps; every other rank waits for it in the "
+                            "all-reduce: {:.1f} s over the steady steps, about {:.1f} s over all {} steps",
+                            m.name, f.rank_median, f.role_median, f.median_excess, pct(step > 0 ? f.median_excess / step : 0),
+                            step, pct(f.flagged_share), f.items, f.total_excess, f.median_excess * total_steps,
+                            m.steps.size());
+    v.recommendation = fmt::format("look at host {} {}: another process on it, thermal or power throttling, a slower "
+                                   "device or fewer CPU cores (`sluice doctor` on that node); until fixed, leave that "
+                                   "node out of the allocation (removing it saves about {:.3f} s per step)",
+                                   m.host, m.gpu >= 0 ? "GPU " + std::to_string(m.gpu) : "(CPU rank)", f.median_excess);
+    verdicts.push_back(v);
+  }
+  // Data ranks: read + collate seconds per batch, against the other data ranks.
+  std::map<int, std::vector<double>> data_busy;
+  std::map<int, const DataRankAnalysis*> datas;
+  for (const auto& d : a.data_ranks) {
+    datas[d.rank] = &d;
+    if (!d.batch_busy_seconds.empty()) data_busy[d.rank] = d.batch_busy_seconds;
+  }
+  for (const auto& f : find_stragglers(data_busy, step)) {
+    const auto& d = *datas.at(f.rank);
+    StallVerdict v;
+    v.kind = "straggler";
+    v.severity = "MODERATE";
+    v.rank = f.rank;
+    v.numbers = {{"rank", f.rank},
+                 {"host", d.host},
+                 {"gpu", d.gpu},
+                 {"role", "data"},
+                 {"batch_seconds_p50", f.rank_median},
+                 {"role_batch_seconds_p50", f.role_median},
+                 {"excess_seconds_per_batch", f.median_excess},
+                 {"batches_over_threshold", f.flagged_share},
+                 {"batches", f.items},
+                 {"cost_seconds_steady", f.total_excess}};
+    v.summary = fmt::format("{} reads and collates a batch in {:.3f} s against {:.3f} s on the other data ranks in {} "
+                            "of {} batches ({:.1f} s of reader time in all)",
+                            d.name, f.rank_median, f.role_median, pct(f.flagged_share), f.items, f.total_excess);
+    v.recommendation = fmt::format("check host {}'s path to the cache (local disk against network file system, page "
+                                   "cache) and its CPU load; its model ranks ({}) wait for it only if input-bound",
+                                   d.host, [&] {
+                                     std::string list;
+                                     for (int r : d.feeds) list += (list.empty() ? "" : ", ") + std::to_string(r);
+                                     return list.empty() ? std::string("none") : list;
+                                   }());
+    verdicts.push_back(v);
+  }
+  return verdicts;
+}
+
+StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
+  StallVerdict v;
+  v.kind = "cyclic_stall";
+  v.severity = "MODERATE";
+  struct Known {
+    std::string what;
+    double period;
+  };
+  std::vector<Known> known;
+  for (const char* key : {"train.checkpoint_every", "train.validation_every", "train.log_every"}) {
+    const json value = setting(a.settings, key);
+    if (value.is_number() && value.get<double>() > 0) known.push_back({key, value.get<double>()});
+  }
+  const json shard = setting(a.settings, "cache.shard_size"), batch = setting(a.settings, "train.batch_size");
+  if (shard.is_number() && batch.is_number() && batch.get<double>() > 0) {
+    known.push_back({"batches per shard (cache.shard_size / train.batch_size)", shard.get<double>() / batch.get<double>()});
+  }
+  if (a.injected_delay.is_object() && a.injected_delay.contains("every")) {
+    known.push_back({"the injected delay's debug.delay_every", a.injected_delay["every"].get<double>()});
+  }
+  json known_json = json::array();
+  std::string match;
+  for (const auto& k : known) {
+    const bool matches = std::fabs(k.period - static_cast<double>(c.period)) <= 1.0;
+    known_json.push_back({{"what", k.what}, {"period", k.period}, {"matches", matches}});
+    if (matches && match.empty()) match = fmt::format("{} = {:g}", k.what, k.period);
+  }
+  // The stage that grows in the spike steps.
+  std::string grown;
+  double growth = 0;
+  for (Stage stage : model_step_stages) {
+    std::vector<double> spikes, normal;
+    for (const auto& m : a.model_ranks) {
+      for (const auto& s : m.steps) {
+        if (!s.steady) continue;
+        const bool spike = std::find(c.spike_steps.begin(), c.spike_steps.end(), s.step) != c.spike_steps.end();
+        (spike ? spikes : normal).push_back(s.stage(stage));
+      }
+    }
+    const double d = median(spikes) - median(normal);
+    if (d > growth) {
+      growth = d;
+      grown = stage_name(stage);
+    }
+  }
+  v.numbers = {{"period", c.period},
+               {"spikes", c.spike_steps.size()},
+               {"spike_steps", c.spike_steps},
+               {"gap_share", c.gap_share},
+               {"autocorrelation", c.autocorrelation},
+               {"autocorrelation_bound", c.autocorrelation_bound},
+               {"threshold_seconds", c.threshold},
+               {"spike_excess_seconds", c.spike_excess_seconds},
+               {"grown_stage", grown},
+               {"known_periods", known_json}};
+  v.summary = fmt::format("every {} steps a step takes {:.3f} s longer ({} spikes, {} of gaps within L±1, "
+                          "autocorrelation {:.2f} > {:.2f}){}; {}",
+                          c.period, c.spike_excess_seconds, c.spike_steps.size(), pct(c.gap_share), c.autocorrelation,
+                          c.autocorrelation_bound, grown.empty() ? "" : ", in " + grown,
+                          match.empty() ? "no known period matches" : "matches " + match);
+  if (match.rfind("train.checkpoint_every", 0) == 0) {
+    v.recommendation = fmt::format("checkpoints stall training {:.3f} s each: checkpoint less often (raise "
+                                   "train.checkpoint_every) or write them to faster storage",
+                                   c.spike_excess_seconds);
+  } else if (match.rfind("train.validation_every", 0) == 0) {
+    v.recommendation = "validation passes stall training: validate less often (train.validation_every) or on a "
+                       "smaller split (train.validation_fraction)";
+  } else if (match.rfind("batches per shard", 0) == 0) {
+    v.recommendation = fmt::format("the readers stall when they open the next shard: raise train.read_ahead from {} so "
+                                   "the next shard is read before it is needed",
+                                   setting_text(a.settings, "train.read_ahead"));
+  } else if (match.rfind("train.log_every", 0) == 0) {
+    v.recommendation = "logging stalls the step: the log line's gathering or printing blocks; report it as a bug";
+  } else {
+    v.recommendation = fmt::format("something recurring every {} steps{} costs {:.3f} s each time; look at the spike "
+                                   "steps in trace.json",
+                                   c.period, grown.empty() ? "" : " in " + grown, c.spike_excess_seconds);
+  }
+  return v;
+}
+
+StallVerdict hang_verdict(const TrainAnalysis& a) {
+  StallVerdict v;
+  v.kind = "hang";
+  v.severity = "HIGH";
+  v.rank = a.hang.culprit;
+  json ranks = json::array();
+  for (const auto& f : a.hang.ranks) {
+    ranks.push_back({{"rank", f.rank}, {"status", f.status}, {"waiting_for", f.waiting_for}, {"last_step", f.last_step}});
+  }
+  v.numbers = {{"culprit", a.hang.culprit},
+               {"missing_ranks", a.hang.missing_ranks},
+               {"ranks", ranks},
+               {"channel_mismatches", a.hang.channel_mismatches}};
+  v.summary = a.hang.culprit >= 0 ? "the run did not finish; the rank that never arrived: " + a.hang.culprit_reason
+                                  : "the run did not finish and no rank names whom it waited for";
+  std::string host;
+  for (const auto& t : a.timelines) {
+    if (t.rank == a.hang.culprit) host = t.host;
+  }
+  v.recommendation = a.hang.culprit >= 0
+                         ? fmt::format("read rank {}'s log{} first (out of memory, a crash, a stuck file system); "
+                                       "resume with --resume once fixed",
+                                       a.hang.culprit, host.empty() ? "" : " on host " + host)
+                         : "read the logs of the failed ranks listed below";
+  return v;
+}
+
+}  // namespace
+
+json setting(const json& settings, const std::string& key) {
+  if (!settings.is_object()) return nullptr;
+  const auto flat = settings.find(key);
+  if (flat != settings.end()) return *flat;
+  const auto dot = key.find('.');
+  if (dot == std::string::npos) return nullptr;
+  const auto section = settings.find(key.substr(0, dot));
+  if (section == settings.end() || !section->is_object()) return nullptr;
+  const auto value = section->find(key.substr(dot + 1));
+  return value == section->end() ? json(nullptr) : *value;
+}
+
+json StallVerdict::to_json() const {
+  return {{"kind", kind},         {"severity", severity},        {"summary", summary},
+          {"recommendation", recommendation}, {"numbers", numbers}, {"rank", rank}};
+}
+
+std::string StallVerdict::headline() const {
+  std::string name = kind;
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name + (severity.empty() ? "" : " " + severity) + ": " + summary;
+}
+
+std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<double>>& per_rank,
+                                              double reference_seconds) {
+  std::vector<StragglerFinding> findings;
+  if (per_rank.size() < 2) return findings;
+  for (const auto& [rank, values] : per_rank) {
+    if (values.empty()) continue;
+    std::vector<double> others;
+    for (const auto& [other, other_values] : per_rank) {
+      if (other != rank) others.insert(others.end(), other_values.begin(), other_values.end());
+    }
+    if (others.empty()) continue;
+    const double center = median(others);
+    // A MAD of zero (identical values) would make every difference infinitely significant; the
+    // floor keeps the rule on the 5% excess then.
+    const double mad = std::max(median_absolute_deviation(others, center), std::max(1e-9, 1e-4 * center));
+    const double min_excess = straggler_min_excess * (reference_seconds > 0 ? reference_seconds : center);
+    size_t flagged = 0;
+    double total_excess = 0;
+    for (double v : values) {
+      if (modified_z(v, center, mad) > straggler_z && v - center >= min_excess) ++flagged;
+      total_excess += std::max(0.0, v - center);
+    }
+    const double share = static_cast<double>(flagged) / static_cast<double>(values.size());
+    if (share < straggler_min_item_share) continue;
+    StragglerFinding f;
+    f.rank = rank;
+    f.items = values.size();
+    f.flagged_share = share;
+    f.rank_median = median(values);
+    f.role_median = center;
+    f.median_excess = f.rank_median - center;
+    f.total_excess = total_excess;
+    findings.push_back(f);
+  }
+  return findings;
+}
+
+CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps) {
+  CyclicStall c;
+  if (seconds.size() < min_steady_steps) return c;
+  const double center = median(seconds);
+  const double mad = median_absolute_deviation(seconds, center);
+  // Spikes stand out by the MAD rule and by at least 5% of the median step, so that float noise
+  // around a perfectly flat series is no spike.
+  c.threshold = std::max(center + spike_z * 1.4826 * mad, 1.05 * center);
+  std::vector<size_t> spike_index;
+  std::vector<double> spike_values;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    if (seconds[i] > c.threshold) {
+      spike_index.push_back(i);
+      c.spike_steps.push_back(steps[i]);
+      spike_values.push_back(seconds[i]);
+    }
+  }
+  c.spike_excess_seconds = spike_values.empty() ? 0 : median(spike_values) - center;
+  c.autocorrelation_bound = 3.0 / std::sqrt(static_cast<double>(seconds.size()));
+  if (spike_index.size() < cyclic_min_spikes) return c;
+  std::map<int64_t, int> gap_counts;
+  std::vector<int64_t> gaps;
+  for (size_t i = 1; i < spike_index.size(); ++i) {
+    const auto gap = static_cast<int64_t>(spike_index[i] - spike_index[i - 1]);
+    gaps.push_back(gap);
+    ++gap_counts[gap];
+  }
+  int most = 0;
+  for (const auto& [gap, count] : gap_counts) {
+    if (count > most) {
+      most = count;
+      c.period = gap;
+    }
+  }
+  size_t near = 0;
+  for (int64_t g : gaps) near += std::llabs(g - c.period) <= 1 ? 1 : 0;
+  c.gap_share = static_cast<double>(near) / static_cast<double>(gaps.size());
+  c.autocorrelation = autocorrelation(seconds, static_cast<size_t>(c.period));
+  c.found = c.period >= 2 && c.gap_share >= cyclic_min_gap_share && c.autocorrelation > c.autocorrelation_bound;
+  return c;
+}
+
+std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
+  std::vector<StallVerdict> verdicts;
+  if (a.hang.any) verdicts.push_back(hang_verdict(a));
+  if (!a.steady.enough) {
+    StallVerdict v;
+    v.kind = "no_verdict";
+    v.summary = a.model_ranks.empty()
+                    ? "no model-rank timelines, so no step times to judge"
+                    : fmt::format("only {} steady steps after dropping {} warm-up steps; the rules need at least {}",
+                                  a.steady.steady_steps, a.steady.warmup_steps, min_steady_steps);
+    v.recommendation = fmt::format("run at least {} steps (train.steps) for a verdict",
+                                   a.steady.warmup_steps + min_steady_steps + 5);
+    v.numbers = {{"steady_steps", a.steady.steady_steps}, {"warmup_steps", a.steady.warmup_steps},
+                 {"required", min_steady_steps}};
+    verdicts.push_back(v);
+    return verdicts;
+  }
+  if (a.input_wait_fraction >= input_bound_moderate) verdicts.push_back(input_verdict(a));
+  if (std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) >= comm_bound_moderate) {
+    verdicts.push_back(communication_verdict(a));
+  }
+  for (auto& v : straggler_verdicts(a)) verdicts.push_back(std::move(v));
+  std::vector<double> series;
+  std::vector<int64_t> steps;
+  for (const auto& [step, seconds] : a.job_step_seconds) {
+    if (step >= a.steady.first_step && step <= a.steady.last_step) {
+      steps.push_back(step);
+      series.push_back(seconds);
+    }
+  }
+  const CyclicStall cyclic = find_cyclic_stall(series, steps);
+  if (cyclic.found) verdicts.push_back(cyclic_verdict(a, cyclic));
+  if (a.input_wait_fraction < compute_bound_input_below &&
+      std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) < compute_bound_comm_below) {
+    verdicts.push_back(compute_verdict(a));
+  }
+  return verdicts;
+}
+
+}  // namespace sluice::report

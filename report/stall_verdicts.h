@@ -1,0 +1,82 @@
+#pragma once
+// The verdict rules of docs/report.md, applied to a TrainAnalysis: input-bound, compute-bound,
+// communication-bound, straggler, cyclic stall and hang. Each verdict carries the numbers it was
+// decided on and a recommendation tied to them. The straggler and cyclic-stall detectors are
+// plain functions so the prep report and the tests use them directly.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "report/run_analysis.h"
+
+namespace sluice::report {
+
+inline constexpr double input_bound_high = 0.20;
+inline constexpr double input_bound_moderate = 0.05;
+inline constexpr double compute_bound_input_below = 0.05;
+inline constexpr double compute_bound_comm_below = 0.03;
+inline constexpr double comm_bound_high = 0.15;
+inline constexpr double comm_bound_moderate = 0.03;
+inline constexpr double straggler_z = 3.5;
+inline constexpr double straggler_min_excess = 0.05;     // of the role's step time
+inline constexpr double straggler_min_item_share = 0.5;  // of the rank's steps
+inline constexpr double spike_z = 3.5;
+inline constexpr size_t cyclic_min_spikes = 3;
+inline constexpr double cyclic_min_gap_share = 0.70;
+
+struct StallVerdict {
+  std::string kind;      // input_bound | compute_bound | communication_bound | straggler |
+                         // cyclic_stall | hang | no_verdict
+  std::string severity;  // HIGH | MODERATE | "" (a finding without a grade)
+  std::string summary;   // one line with the numbers
+  std::string recommendation;
+  nlohmann::json numbers = nlohmann::json::object();
+  int rank = -1;  // the rank named (straggler, hang), -1 when none
+
+  nlohmann::json to_json() const;
+  std::string headline() const;  // "input-bound HIGH: ..."
+};
+
+struct StragglerFinding {
+  int rank = -1;
+  size_t items = 0;                // steps (or rows) compared
+  double flagged_share = 0;        // of them, the share over the threshold
+  double rank_median = 0;          // seconds per item on this rank
+  double role_median = 0;          // seconds per item on the other ranks of the role, pooled
+  double median_excess = 0;        // rank_median - role_median
+  double total_excess = 0;         // sum over items of max(0, value - role_median)
+};
+
+// `per_rank`: each rank's per-item durations (busy seconds per step, seconds per row). A rank is a
+// straggler when, against the pooled values of the OTHER ranks of its role (median, MAD), at
+// least half its items have modified z > 3.5 and exceed that median by at least
+// straggler_min_excess x `reference_seconds` (the role's step time). Pooling the other ranks'
+// items keeps the rule meaningful with two or three ranks, where a median across ranks is not.
+std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<double>>& per_rank,
+                                              double reference_seconds);
+
+struct CyclicStall {
+  bool found = false;
+  double threshold = 0;                // median + 3.5 x 1.4826 x MAD
+  std::vector<int64_t> spike_steps;    // steps above the threshold
+  int64_t period = 0;                  // L, the most common gap between spikes
+  double gap_share = 0;                // gaps within L +- 1
+  double autocorrelation = 0;          // of the series at lag L
+  double autocorrelation_bound = 0;    // 3 / sqrt(N)
+  double spike_excess_seconds = 0;     // median spike minus median step
+};
+
+// `seconds[i]` belongs to `steps[i]`; consecutive entries are consecutive steps.
+CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps);
+
+// Every verdict that holds, most urgent first (hang, input, communication, straggler, cyclic,
+// compute). Without enough steady steps: a single no_verdict (plus hang, which needs none).
+std::vector<StallVerdict> train_verdicts(const TrainAnalysis& analysis);
+
+// A setting from a timeline's `settings` ("train.checkpoint_every"), flat or nested; null if absent.
+nlohmann::json setting(const nlohmann::json& settings, const std::string& key);
+
+}  // namespace sluice::report

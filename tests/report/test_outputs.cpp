@@ -1,0 +1,277 @@
+// The files the report writes: trace.json's structure, report.json's fields, report.md, the prep
+// report, the error for a directory without timelines, and report.html in headless Chromium.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "common/error.h"
+#include "common/file_util.h"
+#include "report/chrome_trace.h"
+#include "report/write_report.h"
+#include "tests/report/synthetic_run.h"
+
+namespace sluice::report {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A fresh run directory under the build tree, kept after the test for a look.
+fs::path run_dir(const std::string& name) {
+  const fs::path dir = fs::path(SLUICE_REPORT_TEST_DIR) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+fs::path write_train_run(const std::string& name, const testing::SyntheticTrain& run) {
+  const fs::path dir = run_dir(name);
+  for (const auto& t : make_train_timelines(run)) timing::write_timeline(dir, t);
+  return dir;
+}
+
+json read_json(const fs::path& path) { return json::parse(read_file(path)); }
+
+TEST(TrainReport, WritesTheFourFilesAndReturnsTheVerdicts) {
+  testing::SyntheticTrain run;
+  run.batch_wait = 0.043;  // 30% input wait
+  const fs::path dir = write_train_run("train-input-bound", run);
+  const std::string summary = write_report(dir);
+  EXPECT_NE(summary.find("input-bound HIGH"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("-> "), std::string::npos) << summary;
+  for (const char* file : {"report.md", "report.json", "report.html", "trace.json"}) {
+    EXPECT_TRUE(fs::exists(dir / file)) << file;
+  }
+  const std::string md = read_file(dir / "report.md");
+  // The verdict comes first, then the tables.
+  EXPECT_LT(md.find("## Verdict"), md.find("## Model role"));
+  EXPECT_NE(md.find("**input-bound HIGH**"), std::string::npos) << md;
+  EXPECT_NE(md.find("| rank 1 · node1 · GPU0 · model |"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Data ranks"), std::string::npos);
+  EXPECT_NE(md.find("## Clock"), std::string::npos);
+}
+
+TEST(TrainReport, ReportJsonHasTheDocumentedFields) {
+  testing::SyntheticTrain run;
+  run.batch_wait = 0.043;
+  const fs::path dir = write_train_run("train-json", run);
+  write_train_report(dir);
+  const json j = read_json(dir / "report.json");
+  EXPECT_EQ(j["format"], "sluice-report/1");
+  EXPECT_EQ(j["job"], "train");
+  EXPECT_EQ(j["world_size"], 3);
+  ASSERT_FALSE(j["verdicts"].empty());
+  const json& v = j["verdicts"][0];
+  for (const char* key : {"kind", "severity", "summary", "recommendation", "numbers", "rank"}) {
+    EXPECT_TRUE(v.contains(key)) << key;
+  }
+  EXPECT_EQ(v["kind"], "input_bound");
+  EXPECT_NEAR(v["numbers"]["input_wait_fraction"].get<double>(), 0.30, 0.01);
+  EXPECT_EQ(j["steady_state"]["enough"], true);
+  EXPECT_EQ(j["steady_state"]["steady_steps"], 72);
+  EXPECT_EQ(j["steady_state"]["warmup_steps"], 8);
+  EXPECT_NEAR(j["model_role"]["input_wait_fraction"].get<double>(), 0.30, 0.01);
+  for (const char* stage : {"batch_wait", "forward", "backward", "allreduce_exposed", "optimizer", "sync",
+                            "validation", "checkpoint"}) {
+    EXPECT_TRUE(j["model_role"]["stages"].contains(stage)) << stage;
+  }
+  ASSERT_EQ(j["model_ranks"].size(), 2u);
+  const json& m = j["model_ranks"][0];
+  EXPECT_EQ(m["rank"], 1);
+  EXPECT_EQ(m["steps"], 80);
+  EXPECT_NEAR(m["stages"]["forward"]["per_step"]["p50"].get<double>(), 0.040, 0.001);
+  for (const char* key : {"p50", "p95", "p99", "mean", "count", "total", "max"}) {
+    EXPECT_TRUE(m["step_seconds"].contains(key)) << key;
+  }
+  EXPECT_EQ(m["step_series"].size(), 80u);
+  ASSERT_EQ(j["data_ranks"].size(), 1u);
+  const json& d = j["data_ranks"][0];
+  EXPECT_EQ(d["busiest_stage"], "cache_read");
+  EXPECT_EQ(d["feeds"], json({1, 2}));
+  EXPECT_EQ(d["reader_lanes"], 2);
+  EXPECT_EQ(j["clock"]["causality"]["violations"], 0);
+  EXPECT_EQ(j["clock"]["causality"]["pairs_checked"], 160);
+  EXPECT_EQ(j["hang"]["any"], false);
+  EXPECT_EQ(j["settings"]["train.credits"], 3);
+}
+
+TEST(TrainReport, TraceJsonHasProcessesLanesFlowsAndCounters) {
+  testing::SyntheticTrain run;
+  run.skew_ns = {0, 2'000'000'000, -1'000'000'000};
+  run.queue_depth = 1;
+  const fs::path dir = write_train_run("train-trace", run);
+  write_train_report(dir);
+  const json trace = read_json(dir / "trace.json");
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  std::map<int, std::string> process_names;
+  std::set<std::pair<int, int>> named_threads;
+  std::map<int64_t, std::tuple<int, int64_t, double>> starts;  // id -> (pid, sequence, ts)
+  std::map<int64_t, std::tuple<int, int64_t, double>> finishes;
+  std::set<std::tuple<int, int, int64_t>> flow_keys;
+  int complete = 0, counters = 0, starts_seen = 0;
+  double earliest = 1e300;
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "process_name") process_names[e["pid"]] = e["args"]["name"];
+    if (ph == "M" && e["name"] == "thread_name") named_threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+    if (ph == "X") {
+      ++complete;
+      earliest = std::min(earliest, e["ts"].get<double>());
+      for (const char* key : {"step", "bytes", "peer", "sequence"}) EXPECT_TRUE(e["args"].contains(key)) << key;
+      EXPECT_TRUE(named_threads.count({e["pid"].get<int>(), e["tid"].get<int>()})) << e.dump();
+    }
+    if (ph == "C") {
+      ++counters;
+      EXPECT_TRUE(e["name"] == "queue_depth" || e["name"] == "credits") << e.dump();
+      EXPECT_TRUE(e["args"].contains(e["name"].get<std::string>()));
+    }
+    if (ph == "s") {
+      ++starts_seen;
+      const int64_t id = e["id"];
+      EXPECT_EQ(starts.count(id), 0u) << "flow id used twice: " << id;
+      starts[id] = {e["pid"], e["args"]["sequence"], e["ts"]};
+    }
+    if (ph == "f") {
+      EXPECT_EQ(e["bp"], "e");
+      finishes[e["id"]] = {e["pid"], e["args"]["sequence"], e["ts"]};
+    }
+  }
+  EXPECT_EQ(process_names[0], "rank 0 · node0 · CPU · data");
+  EXPECT_EQ(process_names[1], "rank 1 · node1 · GPU0 · model");
+  EXPECT_EQ(process_names[2], "rank 2 · node2 · GPU1 · model");
+  EXPECT_TRUE(named_threads.count({0, 1}));  // reader 1
+  EXPECT_GT(complete, 0);
+  EXPECT_DOUBLE_EQ(earliest, 0.0);  // relative to the earliest aligned span
+  EXPECT_EQ(counters, 2 * run.steps);
+  // One flow per batch (2 model ranks x steps), each "s" with exactly one "f" of the same id,
+  // from the data rank to the model rank, same sequence, never ending before it starts.
+  EXPECT_EQ(starts_seen, 2 * run.steps);
+  EXPECT_EQ(starts.size(), finishes.size());
+  for (const auto& [id, start] : starts) {
+    ASSERT_EQ(finishes.count(id), 1u) << "flow " << id << " has no finish";
+    const auto& finish = finishes.at(id);
+    EXPECT_EQ(std::get<0>(start), 0);
+    EXPECT_EQ(std::get<1>(start), std::get<1>(finish));
+    EXPECT_LE(std::get<2>(start), std::get<2>(finish));
+    flow_keys.insert({std::get<0>(start), std::get<0>(finish), std::get<1>(start)});
+  }
+  EXPECT_EQ(flow_keys.size(), starts.size());  // ids unique per (src, dst, seq)
+  EXPECT_NE(flow_id(0, 1, 5, 3), flow_id(0, 2, 5, 3));
+  EXPECT_NE(flow_id(0, 1, 5, 3), flow_id(1, 0, 5, 3));
+  EXPECT_NE(flow_id(0, 1, 5, 3), flow_id(0, 1, 6, 3));
+}
+
+TEST(TrainReport, FailedRunReportNamesTheMissingRank) {
+  testing::SyntheticTrain run;
+  run.model_ranks = 3;
+  const fs::path dir = run_dir("train-hang");
+  for (auto& t : make_train_timelines(run)) {
+    if (t.rank == 2) continue;  // never wrote its file
+    if (t.rank != 0) {
+      t.status = "failed";
+      t.waiting_for = 2;
+    }
+    timing::write_timeline(dir, t);
+  }
+  const std::string summary = write_train_report(dir);
+  EXPECT_EQ(summary.rfind("hang HIGH", 0), 0u) << summary;
+  EXPECT_NE(summary.find("rank 2 wrote no timeline"), std::string::npos) << summary;
+  const json j = read_json(dir / "report.json");
+  EXPECT_EQ(j["hang"]["culprit"], 2);
+  EXPECT_EQ(j["hang"]["ranks"][2]["status"], "missing");
+  EXPECT_NE(read_file(dir / "report.md").find("## Ranks at the end"), std::string::npos);
+}
+
+TEST(PrepReport, WritesItsFilesInTheCacheDirectory) {
+  const fs::path dir = run_dir("prep");
+  for (const auto& t : testing::make_prep_timelines(3, 40, [](int rank) { return rank == 1 ? 2.5 : 1.0; })) {
+    timing::write_timeline(dir, t);
+  }
+  write_file_atomically(dir / "prep-report.json",
+                        json{{"corpus_rows", 122},
+                             {"rejects", 2},
+                             {"reject_reasons", {{"too_short", 2}}},
+                             {"ranks", {{{"rank", 0}, {"audio_seconds", 100.0}}}}}
+                            .dump());
+  const std::string summary = write_report(dir);  // detected as prep from the timelines
+  EXPECT_NE(summary.find("straggler"), std::string::npos) << summary;
+  const json j = read_json(dir / "report.json");
+  EXPECT_EQ(j["job"], "prep");
+  EXPECT_EQ(j["verdicts"][0]["rank"], 1);
+  EXPECT_EQ(j["reject_reasons"]["too_short"], 2);
+  EXPECT_EQ(j["ranks"][0]["rows"], 40);
+  EXPECT_GT(j["ranks"][0]["audio_seconds_per_second"].get<double>(), 0);
+  EXPECT_TRUE(j["ranks"][1]["audio_seconds"].is_null());
+  const std::string md = read_file(dir / "report.md");
+  EXPECT_NE(md.find("| too_short | 2 |"), std::string::npos) << md;
+  EXPECT_TRUE(fs::exists(dir / "trace.json"));
+  EXPECT_TRUE(fs::exists(dir / "report.html"));
+}
+
+TEST(Report, NoTimelinesIsAnErrorNamingTheDirectory) {
+  const fs::path dir = run_dir("empty");
+  try {
+    write_report(dir);
+    FAIL() << "expected a DataError";
+  } catch (const DataError& error) {
+    EXPECT_NE(std::string(error.what()).find((dir / "timeline").string()), std::string::npos) << error.what();
+  }
+}
+
+// report.html in Debian's headless Chromium: the page's script must run to its end (it sets
+// data-ready="1" on <body>) without an uncaught error; the screenshot stays in the build tree.
+std::string run_command(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  pclose(pipe);
+  return output;
+}
+
+void check_in_chromium(const fs::path& html, const fs::path& screenshot) {
+  const std::string chromium = run_command("command -v chromium");
+  ASSERT_FALSE(chromium.empty()) << "chromium is not installed: scripts/install-deps.sh installs it (apt-get install chromium)";
+  const std::string flags = "chromium --headless=new --no-sandbox --disable-gpu --user-data-dir=" +
+                            (html.parent_path() / "chromium-profile").string() + " ";
+  const std::string dom = run_command(flags + "--enable-logging=stderr --v=0 --dump-dom file://" + html.string());
+  EXPECT_NE(dom.find("data-ready=\"1\""), std::string::npos) << "the page's script did not finish:\n" << dom.substr(0, 4000);
+  EXPECT_EQ(dom.find("Uncaught"), std::string::npos) << dom.substr(0, 4000);
+  EXPECT_NE(dom.find("<svg class=\"chart\""), std::string::npos);
+  fs::remove(screenshot);
+  run_command(flags + "--window-size=1200,2000 --screenshot=" + screenshot.string() + " file://" + html.string());
+  ASSERT_TRUE(fs::exists(screenshot)) << "no screenshot at " << screenshot;
+  EXPECT_GT(fs::file_size(screenshot), 10'000u);
+}
+
+TEST(ReportHtml, TrainPageRunsInHeadlessChromium) {
+  testing::SyntheticTrain run;
+  run.steps = 120;
+  run.batch_wait = 0.02;
+  run.queue_depth = 1;
+  run.extra_wait = [](int64_t step) { return (step + 1) % 7 == 0 ? 0.05 : 0.0; };
+  const fs::path dir = write_train_run("html-train", run);
+  write_train_report(dir);
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_EQ(html.find("http://"), std::string::npos);  // self-contained
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  check_in_chromium(dir / "report.html", fs::path(SLUICE_REPORT_TEST_DIR) / "report-train.png");
+}
+
+TEST(ReportHtml, PrepPageRunsInHeadlessChromium) {
+  const fs::path dir = run_dir("html-prep");
+  for (const auto& t : testing::make_prep_timelines(2, 30, [](int) { return 1.0; })) timing::write_timeline(dir, t);
+  write_prep_report(dir);
+  check_in_chromium(dir / "report.html", fs::path(SLUICE_REPORT_TEST_DIR) / "report-prep.png");
+}
+
+}  // namespace
+}  // namespace sluice::report

@@ -1,0 +1,349 @@
+// Every verdict rule of docs/report.md against synthetic timelines whose answer is known.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "report/prep_analysis.h"
+#include "report/run_analysis.h"
+#include "report/stall_verdicts.h"
+#include "tests/report/synthetic_run.h"
+
+namespace sluice::report {
+namespace {
+
+using testing::SyntheticTrain;
+using testing::make_train_timelines;
+
+const StallVerdict* find(const std::vector<StallVerdict>& verdicts, const std::string& kind) {
+  for (const auto& v : verdicts) {
+    if (v.kind == kind) return &v;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> kinds(const std::vector<StallVerdict>& verdicts) {
+  std::vector<std::string> names;
+  for (const auto& v : verdicts) names.push_back(v.kind);
+  return names;
+}
+
+// Compute 0.1 s per step (forward 0.04 + backward 0.05 + optimizer 0.01) plus a 1 ms all-reduce:
+// a batch wait of w gives I/T = w / (w + 0.101).
+double wait_for_fraction(double fraction) { return fraction * 0.101 / (1 - fraction); }
+
+TEST(InputBound, HighAtThirtyPercentNamesCacheReadAndReaderThreads) {
+  SyntheticTrain run;
+  run.batch_wait = wait_for_fraction(0.30);
+  const auto analysis = analyze_train(make_train_timelines(run));
+  EXPECT_TRUE(analysis.steady.enough);
+  EXPECT_NEAR(analysis.input_wait_fraction, 0.30, 0.01);
+  const auto verdicts = train_verdicts(analysis);
+  const StallVerdict* v = find(verdicts, "input_bound");
+  ASSERT_NE(v, nullptr) << kinds(verdicts).size();
+  EXPECT_EQ(v->severity, "HIGH");
+  EXPECT_NEAR(v->numbers["input_wait_fraction"].get<double>(), 0.30, 0.01);
+  EXPECT_EQ(v->numbers["busiest_data_stage"], "cache_read");
+  EXPECT_EQ(v->numbers["batches_queued"], false);
+  EXPECT_NE(v->recommendation.find("train.reader_threads from 2"), std::string::npos) << v->recommendation;
+  EXPECT_NE(v->recommendation.find("roles.data_per_node from 1"), std::string::npos) << v->recommendation;
+  EXPECT_EQ(find(verdicts, "compute_bound"), nullptr);
+}
+
+TEST(InputBound, ModerateAtTenPercent) {
+  SyntheticTrain run;
+  run.batch_wait = wait_for_fraction(0.10);
+  const auto analysis = analyze_train(make_train_timelines(run));
+  EXPECT_NEAR(analysis.input_wait_fraction, 0.10, 0.01);
+  const StallVerdict* v = find(train_verdicts(analysis), "input_bound");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->severity, "MODERATE");
+}
+
+TEST(InputBound, QueuedBatchesPointAtTheFeedAndCredits) {
+  SyntheticTrain run;
+  run.batch_wait = wait_for_fraction(0.25);
+  run.data_wait_stage = Stage::credit_wait;
+  run.reader_busy_share = 0.1;
+  run.queue_depth = 2;
+  const StallVerdict* v = nullptr;
+  const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  v = find(verdicts, "input_bound");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->numbers["batches_queued"], true);
+  EXPECT_NEAR(v->numbers["queue_depth_mean"].get<double>(), 2.0, 1e-9);
+  EXPECT_NE(v->recommendation.find("train.credits from 3"), std::string::npos) << v->recommendation;
+}
+
+TEST(ComputeBound, NoWaitAndHiddenCommunication) {
+  SyntheticTrain run;
+  run.data_wait_stage = Stage::credit_wait;
+  run.reader_busy_share = 0.1;
+  run.queue_depth = 2;
+  const auto analysis = analyze_train(make_train_timelines(run));
+  const auto verdicts = train_verdicts(analysis);
+  EXPECT_EQ(kinds(verdicts), std::vector<std::string>{"compute_bound"});
+  EXPECT_LT(analysis.input_wait_fraction, 0.05);
+  EXPECT_LT(analysis.allreduce_exposed_fraction, 0.03);
+  EXPECT_GT(verdicts[0].numbers["busy_fraction"].get<double>(), 0.9);
+}
+
+TEST(CommunicationBound, HighAndModerateAllReduce) {
+  SyntheticTrain run;
+  run.allreduce = 0.030;  // 0.03 / 0.131 = 22.9%
+  auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  const StallVerdict* v = find(verdicts, "communication_bound");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->severity, "HIGH");
+  EXPECT_NEAR(v->numbers["allreduce_exposed_fraction"].get<double>(), 0.030 / 0.131, 0.01);
+  EXPECT_EQ(v->numbers["exposed"], "allreduce");
+  EXPECT_TRUE(v->numbers["baseline_bytes_per_s"].is_null());
+  EXPECT_NE(v->summary.find("no baseline measured"), std::string::npos);
+  EXPECT_EQ(find(verdicts, "compute_bound"), nullptr);
+
+  run.allreduce = 0.006;  // 5.6%
+  verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  v = find(verdicts, "communication_bound");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->severity, "MODERATE");
+}
+
+TEST(CommunicationBound, BandwidthAgainstAMeasuredBaseline) {
+  SyntheticTrain run;
+  run.allreduce = 0.030;
+  auto timelines = make_train_timelines(run);
+  timelines[1].summary["allreduce_baseline_bytes_per_s"] = 1e9;
+  const StallVerdict* v = nullptr;
+  const auto verdicts = train_verdicts(analyze_train(timelines));
+  v = find(verdicts, "communication_bound");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->numbers["baseline_bytes_per_s"].get<double>(), 1e9);
+  // 4 MB per step over 31 ms of all-reduce on the two ranks that wait least.
+  EXPECT_GT(v->numbers["achieved_bytes_per_s"].get<double>(), 0);
+  EXPECT_NE(v->summary.find("of the measured baseline"), std::string::npos) << v->summary;
+}
+
+TEST(Straggler, NamesExactlyTheSlowModelRankWithItsCost) {
+  SyntheticTrain run;
+  run.model_ranks = 4;
+  run.extra_forward = [](int rank, int64_t) { return rank == 3 ? 0.030 : 0.0; };
+  const auto analysis = analyze_train(make_train_timelines(run));
+  const auto verdicts = train_verdicts(analysis);
+  std::vector<int> named;
+  for (const auto& v : verdicts) {
+    if (v.kind == "straggler") named.push_back(v.rank);
+  }
+  ASSERT_EQ(named, std::vector<int>{3});
+  const StallVerdict* v = find(verdicts, "straggler");
+  EXPECT_EQ(v->numbers["host"], "node3");
+  EXPECT_EQ(v->numbers["gpu"], 2);
+  EXPECT_NEAR(v->numbers["excess_seconds_per_step"].get<double>(), 0.030, 0.002);
+  // Its cost: 30 ms on each of the 72 steady steps.
+  EXPECT_EQ(v->numbers["steady_steps"], 72);
+  EXPECT_NEAR(v->numbers["cost_seconds_steady"].get<double>(), 0.030 * 72, 0.1);
+  EXPECT_NE(v->summary.find("rank 3 · node3 · GPU2 · model"), std::string::npos) << v->summary;
+}
+
+TEST(Straggler, TwoModelRanksStillNameTheSlowOne) {
+  SyntheticTrain run;
+  run.extra_forward = [](int rank, int64_t) { return rank == 1 ? 0.020 : 0.0; };
+  const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  std::vector<int> named;
+  for (const auto& v : verdicts) {
+    if (v.kind == "straggler") named.push_back(v.rank);
+  }
+  EXPECT_EQ(named, std::vector<int>{1});
+}
+
+TEST(Straggler, NoneWhenRanksDifferOnlyByNoise) {
+  SyntheticTrain run;
+  run.model_ranks = 4;
+  EXPECT_EQ(find(train_verdicts(analyze_train(make_train_timelines(run))), "straggler"), nullptr);
+}
+
+TEST(CyclicStall, PeriodSevenFromADelayEverySeventhBatch) {
+  SyntheticTrain run;
+  run.steps = 120;
+  run.extra_wait = [](int64_t step) { return (step + 1) % 7 == 0 ? 0.080 : 0.0; };
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) t.injected_delay = {{"stage", "send"}, {"every", 7}, {"milliseconds", 80}};
+  const auto verdicts = train_verdicts(analyze_train(timelines));
+  const StallVerdict* v = find(verdicts, "cyclic_stall");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->numbers["period"], 7);
+  EXPECT_GE(v->numbers["spikes"].get<int>(), 3);
+  EXPECT_GE(v->numbers["gap_share"].get<double>(), 0.7);
+  EXPECT_GT(v->numbers["autocorrelation"].get<double>(), v->numbers["autocorrelation_bound"].get<double>());
+  EXPECT_NEAR(v->numbers["spike_excess_seconds"].get<double>(), 0.080, 0.003);
+  EXPECT_EQ(v->numbers["grown_stage"], "batch_wait");
+  EXPECT_NE(v->summary.find("debug.delay_every = 7"), std::string::npos) << v->summary;
+}
+
+TEST(CyclicStall, MatchesTheCheckpointInterval) {
+  SyntheticTrain run;
+  run.steps = 150;
+  run.settings["train.checkpoint_every"] = 10;
+  run.settings["train.log_every"] = 25;
+  run.extra_forward = [](int, int64_t step) { return (step + 1) % 10 == 0 ? 0.050 : 0.0; };
+  const StallVerdict* v = nullptr;
+  const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  v = find(verdicts, "cyclic_stall");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->numbers["period"], 10);
+  EXPECT_NE(v->recommendation.find("train.checkpoint_every"), std::string::npos) << v->recommendation;
+}
+
+TEST(CyclicStall, NotFromRandomSpikes) {
+  SyntheticTrain run;
+  run.steps = 120;
+  std::mt19937 random(1234);
+  std::set<int64_t> spikes;
+  while (spikes.size() < 9) spikes.insert(10 + static_cast<int64_t>(random() % 110));
+  run.extra_wait = [spikes](int64_t step) { return spikes.count(step) ? 0.080 : 0.0; };
+  const auto analysis = analyze_train(make_train_timelines(run));
+  EXPECT_EQ(find(train_verdicts(analysis), "cyclic_stall"), nullptr);
+  // The detector saw the spikes and rejected the period.
+  std::vector<double> series;
+  std::vector<int64_t> steps;
+  for (const auto& [step, seconds] : analysis.job_step_seconds) {
+    if (step >= analysis.steady.first_step) {
+      steps.push_back(step);
+      series.push_back(seconds);
+    }
+  }
+  const CyclicStall c = find_cyclic_stall(series, steps);
+  EXPECT_GE(c.spike_steps.size(), 3u);
+  EXPECT_FALSE(c.found);
+}
+
+TEST(SteadyState, FewerThanTwentySteadyStepsGiveNoVerdict) {
+  SyntheticTrain run;
+  run.steps = 24;  // 5 warm-up steps dropped, 19 left
+  run.batch_wait = wait_for_fraction(0.30);
+  auto analysis = analyze_train(make_train_timelines(run));
+  EXPECT_EQ(analysis.steady.steady_steps, 19u);
+  EXPECT_FALSE(analysis.steady.enough);
+  const auto verdicts = train_verdicts(analysis);
+  ASSERT_EQ(kinds(verdicts), std::vector<std::string>{"no_verdict"});
+  EXPECT_NE(verdicts[0].summary.find("only 19 steady steps"), std::string::npos) << verdicts[0].summary;
+
+  run.steps = 25;  // 20 steady steps: enough
+  analysis = analyze_train(make_train_timelines(run));
+  EXPECT_TRUE(analysis.steady.enough);
+  EXPECT_NE(find(train_verdicts(analysis), "input_bound"), nullptr);
+}
+
+TEST(SteadyState, WarmUpIsDropped) {
+  SyntheticTrain run;
+  run.steps = 200;  // 10% = 20 warm-up steps; the first 5 are slow
+  const auto analysis = analyze_train(make_train_timelines(run));
+  EXPECT_EQ(analysis.steady.warmup_steps, 20u);
+  EXPECT_EQ(analysis.steady.first_step, 20);
+  EXPECT_LT(analysis.role_step_seconds.p99, 0.2);  // the 1 s warm-up steps are not in it
+}
+
+TEST(Hang, NamesTheRankThatWroteNoTimeline) {
+  SyntheticTrain run;
+  run.model_ranks = 3;
+  auto timelines = make_train_timelines(run);
+  timelines[1].status = "failed";
+  timelines[1].waiting_for = 3;
+  timelines[1].error = "gradient all-reduce timed out";
+  timelines[2].status = "failed";
+  timelines[2].waiting_for = 3;
+  timelines[0].status = "failed";
+  timelines[0].waiting_for = 1;
+  timelines.erase(timelines.begin() + 3);  // rank 3 died
+  const auto analysis = analyze_train(timelines);
+  EXPECT_TRUE(analysis.hang.any);
+  EXPECT_EQ(analysis.hang.missing_ranks, std::vector<int>{3});
+  EXPECT_EQ(analysis.hang.culprit, 3);
+  const auto verdicts = train_verdicts(analysis);
+  ASSERT_FALSE(verdicts.empty());
+  EXPECT_EQ(verdicts[0].kind, "hang");
+  EXPECT_EQ(verdicts[0].rank, 3);
+  EXPECT_NE(verdicts[0].summary.find("rank 3 wrote no timeline"), std::string::npos) << verdicts[0].summary;
+  EXPECT_NE(verdicts[0].summary.find("ranks waiting for it: 1, 2"), std::string::npos) << verdicts[0].summary;
+}
+
+TEST(Hang, FollowsTheWaitingChainAndComparesChannels) {
+  SyntheticTrain run;
+  auto timelines = make_train_timelines(run);
+  // Rank 1 waits for its batch from rank 0; rank 2 waits in the all-reduce for rank 1; rank 0
+  // failed on its own (a cache read error) after sending 40 of rank 1's batches.
+  timelines[0].status = "failed";
+  timelines[0].error = "shard-00003.h5: checksum mismatch";
+  timelines[0].channels[0]["batches"] = 40;
+  timelines[1].status = "failed";
+  timelines[1].waiting_for = 0;
+  timelines[1].channels[0]["batches"] = 39;
+  timelines[2].status = "failed";
+  timelines[2].waiting_for = 1;
+  const auto analysis = analyze_train(timelines);
+  EXPECT_EQ(analysis.hang.culprit, 0);
+  ASSERT_EQ(analysis.hang.channel_mismatches.size(), 1u);
+  EXPECT_EQ(analysis.hang.channel_mismatches[0], "rank 0 sent 40 batches to rank 1, which received 39");
+  EXPECT_EQ(analysis.hang.ranks[1].last_step, run.steps - 1);
+  EXPECT_NE(analysis.hang.culprit_reason.find("checksum mismatch"), std::string::npos);
+}
+
+TEST(Clock, SkewIsUndoneByAlignmentAndCaughtWithoutIt) {
+  SyntheticTrain run;
+  run.skew_ns = {0, -5'000'000'000, 3'000'000'000};  // rank 1's clock 5 s behind, rank 2's 3 s ahead
+  auto analysis = analyze_train(make_train_timelines(run));
+  EXPECT_EQ(analysis.clock.causality.pairs_checked, 2 * run.steps);
+  EXPECT_EQ(analysis.clock.causality.violations, 0);
+  EXPECT_EQ(analysis.clock.causality.violations_unaligned, run.steps);  // every batch of rank 1
+  EXPECT_EQ(analysis.clock.max_uncertainty_ns, 20'000);
+  // The same skew with a broken alignment (offsets not recorded): the check counts it.
+  run.record_offsets = false;
+  analysis = analyze_train(make_train_timelines(run));
+  EXPECT_EQ(analysis.clock.causality.violations, run.steps);
+  EXPECT_NE(analysis.clock.causality.example.find("rank 1 received batch"), std::string::npos);
+}
+
+TEST(Prep, NamesTheSlowPrepRankAndCountsRejects) {
+  const auto timelines = testing::make_prep_timelines(3, 60, [](int rank) { return rank == 2 ? 2.0 : 1.0; });
+  const nlohmann::json prep_report = {
+      {"corpus_rows", 185},
+      {"rejects", 5},
+      {"reject_reasons", {{"too_long", 3}, {"unreadable_audio", 2}}},
+      {"ranks", {{{"rank", 0}, {"audio_seconds", 300.0}, {"rejects", 1}},
+                 {{"rank", 1}, {"audio_seconds", 310.0}, {"rejects", 2}},
+                 {{"rank", 2}, {"audio_seconds", 290.0}, {"rejects", 2}}}}};
+  const auto analysis = analyze_prep(timelines, prep_report);
+  ASSERT_EQ(analysis.ranks.size(), 3u);
+  EXPECT_EQ(analysis.ranks[0].rows, 60);
+  // 60 rows in 60 x 11 ms.
+  EXPECT_NEAR(analysis.ranks[0].rows_per_second, 60 / (60 * 0.011), 5);
+  EXPECT_NEAR(analysis.ranks[0].audio_seconds_per_second, 300 / (60 * 0.011), 30);
+  std::vector<int> named;
+  for (const auto& v : analysis.verdicts) {
+    if (v.kind == "straggler") named.push_back(v.rank);
+  }
+  EXPECT_EQ(named, std::vector<int>{2});
+  EXPECT_EQ(analysis.reject_reasons.at("too_long"), 3);
+  EXPECT_EQ(analysis.rejects, 5);
+}
+
+TEST(Prep, BalancedRanksGiveNoStraggler) {
+  const auto analysis = analyze_prep(testing::make_prep_timelines(3, 60, [](int) { return 1.0; }), nullptr);
+  ASSERT_EQ(analysis.verdicts.size(), 1u);
+  EXPECT_EQ(analysis.verdicts[0].kind, "balanced");
+}
+
+TEST(RobustStats, PercentilesAndModifiedZ) {
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 50), 3);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 100), 5);
+  EXPECT_DOUBLE_EQ(percentile({0, 10}, 95), 9.5);
+  EXPECT_DOUBLE_EQ(median_absolute_deviation({1, 2, 3, 4, 100}, 3), 1);
+  EXPECT_NEAR(modified_z(100, 3, 1), 0.6745 * 97, 1e-9);
+  std::vector<double> periodic;
+  for (int i = 0; i < 70; ++i) periodic.push_back(i % 7 == 0 ? 1.0 : 0.0);
+  EXPECT_GT(autocorrelation(periodic, 7), 0.8);
+  EXPECT_LT(autocorrelation(periodic, 3), 0.0);
+}
+
+}  // namespace
+}  // namespace sluice::report
