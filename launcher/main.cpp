@@ -18,6 +18,7 @@
 #include "runtime/prep_job.h"
 #include "runtime/settings.h"
 #include "runtime/train_job.h"
+#include "launcher/tuning_commands.h"
 
 namespace {
 
@@ -109,6 +110,9 @@ int main(int argc, char** argv) {
   auto* show = config->add_subcommand("show", "The effective configuration after the file and --set overrides (YAML)");
   show_config.attach(*show);
 
+  // `sluice doctor` and `sluice bench ...` (launcher/tuning_commands.cpp).
+  sluice::TuningCommands tuning(app);
+
   CLI11_PARSE(app, argc, argv);
 
   // Commands that never need other ranks run without MPI.
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
     }
     if (*verify) return sluice::runtime::run_cache_verify(verify_dir);
     if (*inspect) return sluice::runtime::run_cache_inspect(inspect_dir, inspect_json);
+    if (const auto code = tuning.run_without_mpi()) return *code;
   } catch (const sluice::Error& error) {
     sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
     return error.kind() == sluice::ErrorKind::config ? exit_usage : 1;
@@ -134,6 +139,7 @@ int main(int argc, char** argv) {
   // ranks waiting on the same dead peer reach their own deadlines and say so too.
   double abort_grace_s = 1.0;
   try {
+    if (const auto code = tuning.run_with_mpi(session)) return *code;
     if (*train) {
       sluice::install_stop_signal_handlers();
       auto settings = train_config.load();
