@@ -115,7 +115,7 @@ TuningCommands::TuningCommands(CLI::App& app) : options_(std::make_unique<Option
       "input wait and peak memory per point, and recommend settings only when the best point beats the others "
       "beyond the run-to-run spread. Run it without mpirun: it starts `mpirun -np N sluice train` itself.");
   o.sweep->add_option("--cache", o.sweep_cache, "cache directory made by `sluice prep`")->required();
-  o.sweep->add_option("--np", o.sweep_options.ranks, "ranks per run (1: one process feeding itself)")
+  o.sweep->add_option("--np", o.sweep_options.ranks, "ranks per run (default 1: one process feeding itself; N >= 2 starts `mpirun --bind-to none --oversubscribe -np N`)")
       ->check(CLI::Range(1, 4096));
   o.sweep->add_option("--steps", o.sweep_options.steps,
                       "global steps per run (the first min(10, steps/5) are warm-up, not measured; default 40)")
