@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# sluice train across two "hosts" on one machine (network namespaces with their own addresses
+# and host names, see netns_hosts.sh; mpirun starts the remote orted through netns_rsh_agent.sh,
+# and ranks on different nodes talk TCP between 10.77.0.1 and 10.77.0.2).
+#
+#   tests/netns/netns_e2e.sh two-nodes SLUICE_BINARY SAMPLE_CORPUS
+#       2 nodes x 2 ranks: the role plan places one data rank per node, each feeding the model
+#       rank on its own node; asserts on the printed role table and RUN_DIR/ranks/rank-N.json
+#   tests/netns/netns_e2e.sh link-cut SLUICE_BINARY SAMPLE_CORPUS
+#       the same job with runtime.timeout_s=4; node1's link is cut (ip link set ... down) after
+#       step 5: the survivors on node0 name the collective with the unreachable rank, mpirun names
+#       the lost node, and the job exits non-zero within 2 x runtime.timeout_s of the cut
+#
+# Every process the test starts is stopped (by pid: whatever is left in its namespaces) and every
+# namespace it creates is deleted, on any exit. Exit 0 passed, 1 failed, 77 skipped (not root, or
+# no network namespaces here).
+set -uo pipefail
+
+mode=$1 sluice=$2 corpus=$3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "needs root for ip netns"
+command -v ip >/dev/null && command -v unshare >/dev/null || skip "ip (iproute2) or unshare (util-linux) missing"
+probe=slprobe$$
+ip netns add "$probe" 2>/dev/null || skip "ip netns add fails here (no CAP_SYS_ADMIN/CAP_NET_ADMIN?)"
+ip netns del "$probe"
+unshare --uts --mount true 2>/dev/null || skip "unshare --uts --mount fails here"
+[ -x "$sluice" ] || { echo "FAIL: $sluice is not executable"; exit 1; }
+[ -f "$corpus/metadata.csv" ] || { echo "FAIL: no sample corpus at $corpus"; exit 1; }
+
+# shellcheck source=tests/netns/netns_hosts.sh
+source "$here/netns_hosts.sh"
+work=$(mktemp -d /tmp/sluice-netns.XXXXXX)
+failures=0
+mpirun_pid=""
+cleanup() {
+  [ -n "$mpirun_pid" ] && kill -KILL "$mpirun_pid" 2>/dev/null
+  netns_hosts_down
+  if [ "$failures" -eq 0 ] && [ -z "${KEEP_WORK:-}" ]; then rm -rf "$work"; else echo "logs kept in $work"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+check() { if [ "$2" == "$3" ]; then echo "ok: $1 = $2"; else fail "$1: got '$2', expected '$3'"; fi; }
+check_grep() {
+  if grep -qE -- "$2" "$3"; then echo "ok: $1"; else fail "$1: no line matching '$2' in $3"; tail -n 30 "$3"; fi
+}
+json() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1" 2>/dev/null || echo "<no $1>"; }
+now() { date +%s.%N; }
+seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+# The cache, made outside the namespaces by one process.
+timeout 300 "$sluice" prep --corpus "$corpus" --out "$work/cache" --set cache.shard_size=32 >"$work/prep.out" 2>&1 ||
+  { fail "prep failed"; cat "$work/prep.out"; exit 1; }
+
+netns_hosts_up 2 "$work" || { fail "could not make the namespaces"; exit 1; }
+printf 'node0 slots=2\nnode1 slots=2\n' >"$work/hostfile"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_plm_rsh_agent=$here/netns_rsh_agent.sh
+# Only the test's addresses: the daemons' out-of-band channel and the MPI byte transfer.
+export OMPI_MCA_oob_tcp_if_include=$NETNS_SUBNET.0/24 OMPI_MCA_btl_tcp_if_include=$NETNS_SUBNET.0/24
+export OMPI_MCA_btl=self,vader,tcp
+
+train_args=(--set train.batch_size=4 --set train.n_buckets=2 --set optim.warmup_steps=10 --set train.log_every=5)
+# mpirun runs on node0 (its own host name node0, address 10.77.0.1); node1's orted through the agent.
+start_job() {  # start_job OUT STEPS ARGS...
+  local out=$1 steps=$2
+  shift 2
+  netns_run 0 timeout -k 5 300 mpirun --hostfile "$work/hostfile" -np 4 --bind-to none \
+    "$sluice" train --cache "$work/cache" --run-dir "$work/run" --steps "$steps" "${train_args[@]}" "$@" >"$out" 2>&1 &
+  mpirun_pid=$!
+}
+wait_line() {  # wait_line FILE PATTERN SECONDS
+  local deadline=$(( $(date +%s) + $3 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    grep -qE -- "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$mpirun_pid" 2>/dev/null || { grep -qE -- "$2" "$1" 2>/dev/null; return; }
+    sleep 0.1
+  done
+  return 1
+}
+
+case $mode in
+two-nodes)
+  start_job "$work/train.out" 12
+  wait "$mpirun_pid"
+  check "exit code of the 2 x 2 run" "$?" 0
+  mpirun_pid=""
+  check_grep "role table: 4 ranks" "^role plan \(4 rank\(s\), transport mpi\)" "$work/train.out"
+  check_grep "rank 0 on node0 is a data rank feeding rank 1" "^  0 +node0 +cpu +data +feeds 1\$" "$work/train.out"
+  check_grep "rank 1 on node0 is a model rank fed by rank 0" "^  1 +node0 +cpu +model +fed by 0\$" "$work/train.out"
+  check_grep "rank 2 on node1 is a data rank feeding rank 3" "^  2 +node1 +cpu +data +feeds 3\$" "$work/train.out"
+  check_grep "rank 3 on node1 is a model rank fed by rank 2" "^  3 +node1 +cpu +model +fed by 2\$" "$work/train.out"
+  for r in 0 2; do
+    check "rank-$r.json role" "$(json "$work/run/ranks/rank-$r.json" "['role']")" data
+    check "rank-$r.json batches sent" "$(json "$work/run/ranks/rank-$r.json" "['batches']")" 12
+  done
+  for r in 1 3; do
+    check "rank-$r.json role" "$(json "$work/run/ranks/rank-$r.json" "['role']")" model
+    check "rank-$r.json steps" "$(json "$work/run/ranks/rank-$r.json" "['steps']")" 12
+  done
+  check "latest.json global_step" "$(json "$work/run/checkpoints/latest.json" "['global_step']")" 12
+  ;;
+link-cut)
+  timeout_s=4
+  # Out-of-band keepalive: mpirun notices a node whose link is gone after about
+  # keepalive_time + probes x intvl seconds of silence; set to the deadline, so that sluice's ranks
+  # name what they waited for first. tcp_retries2=3 in the nodes' namespaces: a send to the lost
+  # node (the abort's kill order) fails after ~3 s instead of Linux's ~15 min default.
+  export OMPI_MCA_oob_tcp_keepalive_time=$timeout_s OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=2
+  for i in 0 1; do ip netns exec "${NETNS_PREFIX}n$i" sysctl -q -w net.ipv4.tcp_retries2=3; done
+  start_job "$work/train.out" 100000 --set runtime.timeout_s=$timeout_s
+  if ! wait_line "$work/train.out" "step 5/" 240; then
+    fail "the run did not reach step 5 in 240 s"; tail -n 30 "$work/train.out"; exit 1
+  fi
+  cut=$(now)
+  cut_clock=$(date +%H:%M:%S.%N)
+  netns_link 1 down
+  echo "link of node1 cut at step 5"
+  deadline=$(( $(date +%s) + 60 ))
+  while kill -0 "$mpirun_pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.05; done
+  exit_after=$(seconds_since "$cut")
+  if kill -0 "$mpirun_pid" 2>/dev/null; then
+    fail "the job still runs 60 s after the cut"
+    rc=none
+  else
+    wait "$mpirun_pid"
+    rc=$?
+  fi
+  mpirun_pid=""
+  echo "job ended ${exit_after} s after the cut with exit code $rc (deadline 2 x $timeout_s s)"
+  [ "$rc" != none ] && [ "$rc" -ne 0 ] && echo "ok: non-zero exit" || fail "exit code $rc, expected non-zero"
+  awk -v t="$exit_after" -v limit=$((2 * timeout_s)) 'BEGIN { exit !(t <= limit) }' &&
+    echo "ok: exited within 2 x runtime.timeout_s ($exit_after <= $((2 * timeout_s)))" ||
+    fail "exited $exit_after s after the cut, more than 2 x runtime.timeout_s = $((2 * timeout_s)) s"
+  named=$(grep -m1 -E '^\[[0-9:.]+\] \[rank 1 @ node0\].*error' "$work/train.out" | sed -E 's/^\[([0-9:.]+)\].*/\1/')
+  [ -n "$named" ] && echo "rank 1 named the all-reduce $(/usr/bin/python3 -c "import sys
+def s(t): h, m, x = t.split(':'); return int(h) * 3600 + int(m) * 60 + float(x)
+print(f'{s(sys.argv[1]) - s(sys.argv[2][:15]):.2f}')" "$named" "$cut_clock") s after the cut"
+  check_grep "a survivor on node0 names the all-reduce with the unreachable rank 3" \
+    "\[rank 1 @ node0\].*timed out after 4(\.0+)? s in the bucketed gradient all-reduce of model ranks 1,3" "$work/train.out"
+  check_grep "mpirun names the lost node" "Remote daemon: .* on node node1" "$work/train.out"
+  ;;
+*)
+  echo "usage: $0 two-nodes|link-cut SLUICE_BINARY SAMPLE_CORPUS" >&2
+  exit 2
+  ;;
+esac
+
+echo "== netns $mode: $failures failure(s)"
+[ "$failures" -eq 0 ]
