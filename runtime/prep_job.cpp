@@ -20,6 +20,8 @@
 #include "common/log.h"
 #include "common/slurm_env.h"
 #include "dataset/audio.h"
+#include "report/write_report.h"
+#include "runtime/report_printer.h"
 #include "timing/clock_sync.h"
 #include "timing/span_recorder.h"
 #include "timing/timeline_file.h"
@@ -513,6 +515,7 @@ int run_prep(const MpiSession& session, const config::Config& config) {
         write_file_atomically(timing::timeline_path(dir, r), all[static_cast<size_t>(r)] + "\n");
       }
     }
+    if (recorder.enabled()) print_report(dir, [](const fs::path& d) { return report::write_prep_report(d); });
   }
   return outcome;
 }

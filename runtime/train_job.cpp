@@ -22,6 +22,8 @@
 #include "runtime/batch_buffer.h"
 #include "runtime/batch_feeder.h"
 #include "runtime/mpi_gradient_reducer.h"
+#include "report/write_report.h"
+#include "runtime/report_printer.h"
 #include "runtime/role_plan.h"
 #include "runtime/status_board.h"
 #include "timing/clock_sync.h"
@@ -479,7 +481,8 @@ json channel_json(const std::string& name, int peer, const char* direction, cons
 
 // Who this rank is in the run, and the settings the report compares periods and limits with.
 timing::RankTimeline timeline_identity(const MpiSession& session, const config::Config& config,
-                                       const RankPlacement& me, const RankContext& context) {
+                                       const RankPlacement& me, const std::string& transport,
+                                       const RankContext& context) {
   timing::RankTimeline timeline;
   timeline.job = "train";
   timeline.rank = session.rank();
@@ -493,11 +496,12 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
   const json all = config.to_json();
   for (const std::string key : {"train.checkpoint_every", "train.validation_every", "train.log_every",
                                 "train.credits", "train.batch_size", "train.frame_budget", "train.reader_threads",
-                                "train.read_ahead", "cache.shard_size", "roles.data_per_node", "roles.transport",
+                                "train.read_ahead", "cache.shard_size", "roles.data_per_node",
                                 "runtime.timeout_s", "model.size", "model.device"}) {
     const size_t dot = key.find('.');
     timeline.settings[key] = all[key.substr(0, dot)][key.substr(dot + 1)];
   }
+  timeline.settings["roles.transport"] = transport;  // resolved: inproc | mpi | cuda_ipc | nccl
   return timeline;
 }
 
@@ -585,7 +589,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
                                                config.number("debug.delay_ms"), config.integer("debug.delay_every"));
   StatusBoard status(session, config.number("runtime.status_every_s"));
   context.status = &status;
-  timing::RankTimeline timeline = timeline_identity(session, config, me, context);
+  timing::RankTimeline timeline = timeline_identity(session, config, me, setup.roles.transport, context);
   const int pings = static_cast<int>(config.integer("runtime.clock_pings"));
   timeline.clock.start = timing::estimate_clock_offset(session, pings, timeout_s);
 
@@ -720,6 +724,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         write_file_atomically(timing::timeline_path(run_dir, r), all[static_cast<size_t>(r)] + "\n");
       }
     }
+    if (recorder.enabled()) print_report(run_dir, [](const fs::path& dir) { return report::write_train_report(dir); });
   }
   return stop_requested() ? train_stopped : 0;
 }
