@@ -51,7 +51,8 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 SchedulerParameters=sched_interval=1
 MessageTimeout=20
-KillWait=5
+# SIGTERM to SIGKILL on scancel/requeue: room for a step plus a checkpoint (Slurm's default)
+KillWait=30
 MinJobAge=300
 SlurmdParameters=config_overrides
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN

@@ -3,9 +3,10 @@
 #   1. `srun -n 3 sluice prep` on the sample corpus, then `sluice cache verify`
 #   2. the Slurm topology check refuses a step whose task count is not MPI's world size
 #   3. `sbatch slurm/train.sbatch` with srun (20 steps), and with SLUICE_LAUNCHER=mpirun (3 steps)
-#   4. preemption round trip: `scancel --signal=USR1 --batch` mid-run -> the ranks checkpoint and
-#      exit 4 -> the script requeues the job -> the requeued run adds --resume and finishes; its
-#      losses equal the uninterrupted run's from the checkpoint's step on (the next unseen batch)
+#   4. preemption round trips: `scancel --signal=USR1 --batch` (the time-limit signal) and
+#      `scontrol requeue` (SIGTERM, as scheduler preemption) mid-run -> the ranks checkpoint and
+#      exit 4 -> the job is requeued -> the requeued run adds --resume and finishes; its losses
+#      equal the uninterrupted run's from the checkpoint's step on (the next unseen batch)
 #   5. slurm/prep.sbatch with both launchers (a rerun keeps every shard)
 # Every wait has a deadline; an EXIT trap cancels the jobs and stops the daemons by pid.
 #
@@ -123,30 +124,45 @@ check_grep "train.sbatch launched with mpirun" "^train.sbatch: .* mpirun --bind-
 check_grep "mpirun role table has 3 ranks" "^role plan \(3 rank\(s\), transport mpi\)" "$work/viampirun.out"
 check "mpirun latest.json global_step" "$(json "$work/viampirun/checkpoints/latest.json" "['global_step']")" 3
 
-echo "== 4. preemption: scancel --signal=USR1 --batch mid-run, requeue, resume"
-job=$(submit preempted srun "$train_args")
-if wait_line "$work/preempted.out" "step 5/20" 240; then
+# A run stopped mid-way and requeued: `how` = usr1 (the time-limit signal, sent with scancel; the
+# script requeues the job on exit 4) or requeue (`scontrol requeue`, as scheduler preemption does:
+# SIGTERM to every task, Slurm requeues the job itself).
+preempt_round_trip() {
+  local name=$1 how=$2 signal job state signalled stopped_at same
+  job=$(submit "$name" srun "$train_args")
+  if ! wait_line "$work/$name.out" "step 5/20" 240; then
+    fail "$name: the run did not reach step 5 in 240 s"; tail -n 30 "$work/$name.out"; return
+  fi
   signalled=$(date +%s.%N)
-  timeout 30 scancel --signal=USR1 --batch "$job"
-  check "scancel --signal=USR1 exit code" "$?" 0
-  wait_line "$work/preempted.out" "sluice exited with 4" 120 || fail "no exit 4 within 120 s of SIGUSR1"
-  stopped_at=$(sed -n 's/.*SIGUSR1 received: stopped after global step \([0-9]*\) .*/\1/p' "$work/preempted.out" | head -1)
-  echo "   stopped after global step ${stopped_at:-?}, $(awk -v a="$signalled" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the signal"
-  [ -n "$stopped_at" ] && [ "$stopped_at" -ge 5 ] && [ "$stopped_at" -lt 20 ] || fail "stop step '$stopped_at' not in [5, 20)"
-  check_grep "the script requeued the job" "requeueing job $job to resume" "$work/preempted.out"
+  if [ "$how" = usr1 ]; then
+    signal=SIGUSR1
+    timeout 30 scancel --signal=USR1 --batch "$job"
+    check "$name: scancel --signal=USR1 --batch exit code" "$?" 0
+  else
+    signal=SIGTERM
+    timeout 30 scontrol requeue "$job"
+    check "$name: scontrol requeue exit code" "$?" 0
+  fi
+  wait_line "$work/$name.out" "sluice exited with 4" 120 || fail "$name: no exit 4 within 120 s of $signal"
+  stopped_at=$(sed -n "s/.*$signal received: stopped after global step \([0-9]*\) .*/\1/p" "$work/$name.out" | head -1)
+  echo "   $name: stopped after global step ${stopped_at:-?}, $(awk -v a="$signalled" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after $signal"
+  if [ -z "$stopped_at" ] || [ "$stopped_at" -lt 5 ] || [ "$stopped_at" -ge 20 ]; then
+    fail "$name: stop step '$stopped_at' not in [5, 20)"; return
+  fi
+  [ "$how" = usr1 ] && check_grep "$name: the script requeued the job" "requeueing job $job to resume" "$work/$name.out"
   state=$(wait_job "$job" 400)
-  check "preempted job final state" "$state" COMPLETED
-  check "preempted job restarts" "$(job_field "$job" Restarts)" 1
-  check "preempted job exit code" "$(job_field "$job" ExitCode)" "0:0"
-  check_grep "the requeued run resumed (run 2)" "resuming from .*latest.json \(run 2 of job $job\)" "$work/preempted.out"
-  check_grep "the requeued run passed --resume" "^train.sbatch: .* --resume" "$work/preempted.out"
-  check_grep "resumed at the checkpoint's step" "resumed from step-0*${stopped_at}\.pt at global step ${stopped_at}\$" "$work/preempted.out"
-  check "exit codes of the two runs" "$(sed -n 's/.*sluice exited with \([0-9]*\)$/\1/p' "$work/preempted.out" | tr '\n' ' ')" "4 0 "
-  check "checkpoint of the stop kept" "$(ls "$work/preempted/checkpoints" | grep -c "^step-0*${stopped_at}\.pt$")" 1
-  check "latest.json after the resumed run" "$(json "$work/preempted/checkpoints/latest.json" "['global_step']")" 20
-  check "resumed run's steps" "$(json "$work/preempted/ranks/rank-1.json" "['steps']")" $((20 - stopped_at))
+  check "$name: final state" "$state" COMPLETED
+  check "$name: restarts" "$(job_field "$job" Restarts)" 1
+  check "$name: exit code" "$(job_field "$job" ExitCode)" "0:0"
+  check_grep "$name: the requeued run resumed (run 2)" "resuming from .*latest.json \(run 2 of job $job\)" "$work/$name.out"
+  check_grep "$name: the requeued run passed --resume" "^train.sbatch: .* --resume" "$work/$name.out"
+  check_grep "$name: resumed at the checkpoint's step" "resumed from step-0*${stopped_at}\.pt at global step ${stopped_at}\$" "$work/$name.out"
+  check "$name: exit codes of the two runs" "$(sed -n 's/.*sluice exited with \([0-9]*\)$/\1/p' "$work/$name.out" | tr '\n' ' ')" "4 0 "
+  check "$name: checkpoint of the stop kept" "$(ls "$work/$name/checkpoints" | grep -c "^step-0*${stopped_at}\.pt$")" 1
+  check "$name: latest.json after the resumed run" "$(json "$work/$name/checkpoints/latest.json" "['global_step']")" 20
+  check "$name: resumed run's steps" "$(json "$work/$name/ranks/rank-1.json" "['steps']")" $((20 - stopped_at))
   # The next unseen batch: the resumed run's losses are the uninterrupted run's from that step on.
-  same=$(/usr/bin/python3 - "$work/straight/ranks/rank-1.json" "$work/preempted/ranks/rank-1.json" "$stopped_at" <<'EOF'
+  same=$(/usr/bin/python3 - "$work/straight/ranks/rank-1.json" "$work/$name/ranks/rank-1.json" "$stopped_at" <<'PY'
 import json, sys
 straight = json.load(open(sys.argv[1]))["losses"]
 resumed = json.load(open(sys.argv[2]))["losses"]
@@ -154,12 +170,15 @@ step = int(sys.argv[3])
 expected = straight[step:]
 print("equal" if len(resumed) == len(expected) and all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(resumed, expected))
       else f"differ: resumed {resumed[:3]}... expected {expected[:3]}...")
-EOF
+PY
 )
-  check "resumed losses vs the uninterrupted run's from step $stopped_at" "$same" equal
-else
-  fail "the preemption run did not reach step 5 in 240 s"; tail -n 30 "$work/preempted.out"
-fi
+  check "$name: resumed losses vs the uninterrupted run's from step $stopped_at" "$same" equal
+}
+
+echo "== 4a. time-limit signal: scancel --signal=USR1 --batch mid-run -> exit 4 -> the script requeues -> resume"
+preempt_round_trip preempted usr1
+echo "== 4b. preemption: scontrol requeue mid-run -> SIGTERM -> exit 4 -> Slurm requeues -> resume"
+preempt_round_trip requeued requeue
 
 echo "== 5. slurm/prep.sbatch with srun and with mpirun (a rerun keeps every shard)"
 for launcher in srun mpirun; do
