@@ -144,7 +144,10 @@ def s(t): h, m, x = t.split(':'); return int(h) * 3600 + int(m) * 60 + float(x)
 print(f'{s(sys.argv[1]) - s(sys.argv[2][:15]):.2f}')" "$named" "$cut_clock") s after the cut"
   check_grep "a survivor on node0 names the all-reduce with the unreachable rank 3" \
     "\[rank 1 @ node0\].*timed out after 4(\.0+)? s in the bucketed gradient all-reduce of model ranks 1,3" "$work/train.out"
-  check_grep "mpirun names the lost node" "Remote daemon: .* on node node1" "$work/train.out"
+  # mpirun says it lost node1's daemon ([[job,0],1]) in one of two ways, depending on whether
+  # keepalive or a failed send notices first.
+  check_grep "mpirun reports the lost connection to node1's daemon" \
+    "Remote daemon: .* on node node1|\[\[[0-9]+,0\],0\]-\[\[[0-9]+,0\],1\] .*unable to send" "$work/train.out"
   ;;
 *)
   echo "usage: $0 two-nodes|link-cut SLUICE_BINARY SAMPLE_CORPUS" >&2
