@@ -190,15 +190,28 @@ StallVerdict compute_verdict(const TrainAnalysis& a) {
 std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
   std::vector<StallVerdict> verdicts;
   const double step = a.role_step_seconds.p50;
-  std::map<int, std::vector<double>> model_busy;
+  std::map<int, std::map<int64_t, double>> model_busy, model_forward;
   std::map<int, const ModelRankAnalysis*> models;
   for (const auto& m : a.model_ranks) {
     models[m.rank] = &m;
     for (const auto& s : m.steps) {
-      if (s.steady) model_busy[m.rank].push_back(s.busy_seconds());
+      if (!s.steady) continue;
+      model_busy[m.rank][s.step] = s.busy_seconds();
+      model_forward[m.rank][s.step] = s.stage(Stage::forward);
     }
   }
-  for (const auto& f : find_stragglers(model_busy, step)) {
+  // Forward alone as well: on ranks whose gradient reduction blocks inside backward (CPU ranks
+  // with MPI), the fast ranks' backward absorbs the wait for the slow one and the busy sums even
+  // out; forward never waits on a peer.
+  auto findings = find_step_stragglers(model_forward, step);
+  std::map<int, std::string> measure;
+  for (const auto& f : findings) measure[f.rank] = "forward";
+  for (const auto& f : find_step_stragglers(model_busy, step)) {
+    if (measure.count(f.rank)) continue;
+    measure[f.rank] = "forward+backward+optimizer";
+    findings.push_back(f);
+  }
+  for (const auto& f : findings) {
     const auto& m = *models.at(f.rank);
     const double total_steps = static_cast<double>(m.steps.size());
     StallVerdict v;
@@ -207,6 +220,7 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
     v.rank = f.rank;
     v.numbers = {{"rank", f.rank},          {"host", m.host},
                  {"gpu", m.gpu},            {"role", "model"},
+                 {"measure", measure.at(f.rank)},
                  {"busy_seconds_p50", f.rank_median},
                  {"role_busy_seconds_p50", f.role_median},
                  {"excess_seconds_per_step", f.median_excess},
@@ -215,10 +229,11 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
                  {"steady_steps", f.items},
                  {"cost_seconds_steady", f.total_excess},
                  {"cost_seconds_projected", f.median_excess * total_steps}};
-    v.summary = fmt::format("{} computes {:.3f} s per step against {:.3f} s on the other model ranks (+{:.3f} s, {} of "
-                            "the {:.3f} s step) in {} of {} steady steps; every other rank waits for it in the "
+    v.summary = fmt::format("{} spends {:.3f} s per step in {} against {:.3f} s on the other model ranks (+{:.3f} s "
+                            "over them in the same step, {} of the {:.3f} s step) in {} of {} steady steps; every other rank waits for it in the "
                             "all-reduce: {:.1f} s over the steady steps, about {:.1f} s over all {} steps",
-                            m.name, f.rank_median, f.role_median, f.median_excess, pct(step > 0 ? f.median_excess / step : 0),
+                            m.name, f.rank_median, measure.at(f.rank), f.role_median, f.median_excess,
+                            pct(step > 0 ? f.median_excess / step : 0),
                             step, pct(f.flagged_share), f.items, f.total_excess, f.median_excess * total_steps,
                             m.steps.size());
     v.recommendation = fmt::format("look at host {} {}: another process on it, thermal or power throttling, a slower "
@@ -274,6 +289,10 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
     double period;
   };
   std::vector<Known> known;
+  // A delay put there on purpose comes first: when it shares a period with a setting, it is the cause.
+  if (a.injected_delay.is_object() && a.injected_delay.contains("every") && a.injected_delay["every"].is_number()) {
+    known.push_back({"the injected delay's debug.delay_every", a.injected_delay["every"].get<double>()});
+  }
   for (const char* key : {"train.checkpoint_every", "train.validation_every", "train.log_every"}) {
     const json value = setting(a.settings, key);
     if (value.is_number() && value.get<double>() > 0) known.push_back({key, value.get<double>()});
@@ -281,9 +300,6 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
   const json shard = setting(a.settings, "cache.shard_size"), batch = setting(a.settings, "train.batch_size");
   if (shard.is_number() && batch.is_number() && batch.get<double>() > 0) {
     known.push_back({"batches per shard (cache.shard_size / train.batch_size)", shard.get<double>() / batch.get<double>()});
-  }
-  if (a.injected_delay.is_object() && a.injected_delay.contains("every")) {
-    known.push_back({"the injected delay's debug.delay_every", a.injected_delay["every"].get<double>()});
   }
   json known_json = json::array();
   std::string match;
@@ -311,6 +327,7 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
     }
   }
   v.numbers = {{"period", c.period},
+               {"series", c.series},
                {"spikes", c.spike_steps.size()},
                {"spike_steps", c.spike_steps},
                {"gap_share", c.gap_share},
@@ -325,7 +342,10 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
                           c.period, c.spike_excess_seconds, c.spike_steps.size(), pct(c.gap_share), c.autocorrelation,
                           c.autocorrelation_bound, grown.empty() ? "" : ", in " + grown,
                           match.empty() ? "no known period matches" : "matches " + match);
-  if (match.rfind("train.checkpoint_every", 0) == 0) {
+  if (match.rfind("the injected delay", 0) == 0) {
+    v.recommendation = "this is the delay put there on purpose (debug.delay_stage/delay_every): the report found "
+                       "it; unset debug.delay_stage for real runs";
+  } else if (match.rfind("train.checkpoint_every", 0) == 0) {
     v.recommendation = fmt::format("checkpoints stall training {:.3f} s each: checkpoint less often (raise "
                                    "train.checkpoint_every) or write them to faster storage",
                                    c.spike_excess_seconds);
@@ -435,14 +455,63 @@ std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<do
   return findings;
 }
 
-CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps) {
+std::vector<StragglerFinding> find_step_stragglers(const std::map<int, std::map<int64_t, double>>& per_rank_step,
+                                                   double reference_seconds) {
+  std::vector<StragglerFinding> findings;
+  if (per_rank_step.size() < 2) return findings;
+  // residual[r][step] = value - median of the other ranks' values in that step
+  std::map<int, std::vector<double>> residuals, values;
+  for (const auto& [rank, steps] : per_rank_step) {
+    for (const auto& [step, value] : steps) {
+      std::vector<double> others;
+      for (const auto& [other, other_steps] : per_rank_step) {
+        const auto it = other_steps.find(step);
+        if (other != rank && it != other_steps.end()) others.push_back(it->second);
+      }
+      if (others.empty()) continue;
+      residuals[rank].push_back(value - median(others));
+      values[rank].push_back(value);
+    }
+  }
+  for (const auto& [rank, mine] : residuals) {
+    std::vector<double> others, other_values;
+    for (const auto& [other, theirs] : residuals) {
+      if (other == rank) continue;
+      others.insert(others.end(), theirs.begin(), theirs.end());
+      other_values.insert(other_values.end(), values[other].begin(), values[other].end());
+    }
+    if (others.empty() || mine.empty()) continue;
+    const double scale_center = median(others);
+    const double reference = reference_seconds > 0 ? reference_seconds : median(other_values);
+    const double mad = std::max(median_absolute_deviation(others, scale_center), std::max(1e-9, 1e-4 * reference));
+    size_t flagged = 0;
+    double total_excess = 0;
+    for (double e : mine) {
+      if (modified_z(e, 0, mad) > straggler_z && e >= straggler_min_excess * reference) ++flagged;
+      total_excess += std::max(0.0, e);
+    }
+    const double share = static_cast<double>(flagged) / static_cast<double>(mine.size());
+    if (share < straggler_min_item_share) continue;
+    StragglerFinding f;
+    f.rank = rank;
+    f.items = mine.size();
+    f.flagged_share = share;
+    f.rank_median = median(values[rank]);
+    f.role_median = median(other_values);
+    f.median_excess = median(mine);
+    f.total_excess = total_excess;
+    findings.push_back(f);
+  }
+  return findings;
+}
+
+CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps,
+                              double min_excess) {
   CyclicStall c;
   if (seconds.size() < min_steady_steps) return c;
   const double center = median(seconds);
   const double mad = median_absolute_deviation(seconds, center);
-  // Spikes stand out by the MAD rule and by at least 5% of the median step, so that float noise
-  // around a perfectly flat series is no spike.
-  c.threshold = std::max(center + spike_z * 1.4826 * mad, 1.05 * center);
+  c.threshold = std::max(center + spike_z * 1.4826 * mad, center + min_excess);
   std::vector<size_t> spike_index;
   std::vector<double> spike_values;
   for (size_t i = 0; i < seconds.size(); ++i) {
@@ -498,7 +567,21 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
   if (std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) >= comm_bound_moderate) {
     verdicts.push_back(communication_verdict(a));
   }
-  for (auto& v : straggler_verdicts(a)) verdicts.push_back(std::move(v));
+  const auto stragglers = straggler_verdicts(a);
+  for (auto& v : verdicts) {
+    if (v.kind != "communication_bound" || v.numbers["exposed"] != "allreduce") continue;
+    for (const auto& s : stragglers) {
+      if (s.numbers.value("role", "") != "model") continue;
+      // The all-reduce is where the other ranks wait for a straggler: its cost shows up here.
+      v.summary += fmt::format("; the other ranks wait there for straggler rank {} (+{:.3f} s per step)", s.rank,
+                               s.numbers.value("excess_seconds_per_step", 0.0));
+      v.recommendation = fmt::format("fix the straggler (rank {}) first, then look at the all-reduce again. ", s.rank) +
+                         v.recommendation;
+      v.numbers["straggler_rank"] = s.rank;
+      break;
+    }
+  }
+  for (const auto& v : stragglers) verdicts.push_back(v);
   std::vector<double> series;
   std::vector<int64_t> steps;
   for (const auto& [step, seconds] : a.job_step_seconds) {
@@ -507,7 +590,31 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
       series.push_back(seconds);
     }
   }
-  const CyclicStall cyclic = find_cyclic_stall(series, steps);
+  // The step time first; then each stage's own series, where a stall hides less behind a noisy
+  // or two-level step time (a CPU run whose steps alternate between two lengths, say).
+  const double min_excess = 0.05 * median(series);
+  CyclicStall cyclic = find_cyclic_stall(series, steps, min_excess);
+  for (size_t k = 0; !cyclic.found && k < model_step_stages.size(); ++k) {
+    std::map<int64_t, std::pair<double, int>> by_step;
+    for (const auto& m : a.model_ranks) {
+      for (const auto& s : m.steps) {
+        if (!s.steady) continue;
+        by_step[s.step].first += s.stage(model_step_stages[k]);
+        ++by_step[s.step].second;
+      }
+    }
+    std::vector<double> stage_series;
+    std::vector<int64_t> stage_steps;
+    for (const auto& [step, sum] : by_step) {
+      stage_steps.push_back(step);
+      stage_series.push_back(sum.first / sum.second);
+    }
+    CyclicStall candidate = find_cyclic_stall(stage_series, stage_steps, min_excess);
+    if (candidate.found) {
+      candidate.series = std::string(timing::to_string(model_step_stages[k]));
+      cyclic = candidate;
+    }
+  }
   if (cyclic.found) verdicts.push_back(cyclic_verdict(a, cyclic));
   if (a.input_wait_fraction < compute_bound_input_below &&
       std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) < compute_bound_comm_below) {

@@ -58,6 +58,15 @@ struct StragglerFinding {
 std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<double>>& per_rank,
                                               double reference_seconds);
 
+// The same rule for ranks that run the same steps in lockstep (model ranks: every step gives every
+// rank a batch of the same bucket, so step-to-step variation is shared). Each rank's value in a step
+// is compared with the median of the OTHER ranks in that step (residual e); the scale is the MAD of
+// the other ranks' residuals, computed the same way; a step counts when modified z > 3.5 and
+// e >= straggler_min_excess x `reference_seconds`. rank_median/role_median are the medians of the
+// rank's and the others' values; median_excess is the median residual.
+std::vector<StragglerFinding> find_step_stragglers(const std::map<int, std::map<int64_t, double>>& per_rank_step,
+                                                   double reference_seconds);
+
 struct CyclicStall {
   bool found = false;
   double threshold = 0;                // median + 3.5 x 1.4826 x MAD
@@ -67,10 +76,14 @@ struct CyclicStall {
   double autocorrelation = 0;          // of the series at lag L
   double autocorrelation_bound = 0;    // 3 / sqrt(N)
   double spike_excess_seconds = 0;     // median spike minus median step
+  std::string series = "step";         // the series it was found in: "step" or a stage name
 };
 
-// `seconds[i]` belongs to `steps[i]`; consecutive entries are consecutive steps.
-CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps);
+// `seconds[i]` belongs to `steps[i]`; consecutive entries are consecutive steps. A spike must also
+// exceed the median by `min_excess` seconds (5% of the median step), so that noise on a nearly
+// constant series (a stage that is almost always 0) is no spike.
+CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps,
+                              double min_excess);
 
 // Every verdict that holds, most urgent first (hang, input, communication, straggler, cyclic,
 // compute). Without enough steady steps: a single no_verdict (plus hang, which needs none).

@@ -31,6 +31,9 @@ struct SyntheticTrain {
   // Extra seconds: per (model rank, step) on forward; per step on batch_wait.
   std::function<double(int rank, int64_t step)> extra_forward = [](int, int64_t) { return 0.0; };
   std::function<double(int64_t step)> extra_wait = [](int64_t) { return 0.0; };
+  // Extra backward seconds per (model rank, step): compute, or a wait for a peer hidden inside
+  // backward (CPU ranks whose bucket reductions block there).
+  std::function<double(int rank, int64_t step)> extra_backward = [](int, int64_t) { return 0.0; };
   // The data rank: what fills its main lane between sends, and its readers' share of a step.
   Stage data_wait_stage = Stage::wait_for_reader;
   double reader_busy_share = 0.9;  // cache_read per reader lane, as a share of the step
@@ -77,7 +80,7 @@ inline std::vector<RankTimeline> make_train_timelines(const SyntheticTrain& run)
     for (int m = 1; m < world; ++m) {
       forward[static_cast<size_t>(m)] = run.forward + run.extra_forward(m, step) + noise(random) +
                                         (step < run.warmup_steps ? run.warmup_seconds : 0);
-      busy[static_cast<size_t>(m)] = forward[static_cast<size_t>(m)] + run.backward;
+      busy[static_cast<size_t>(m)] = forward[static_cast<size_t>(m)] + run.backward + run.extra_backward(m, step);
       slowest = std::max(slowest, busy[static_cast<size_t>(m)]);
     }
     const double step_seconds = wait + slowest + run.allreduce + run.optimizer + run.sync;
@@ -97,7 +100,7 @@ inline std::vector<RankTimeline> make_train_timelines(const SyntheticTrain& run)
       };
       add(Stage::batch_wait, wait, 0, step);
       add(Stage::forward, forward[static_cast<size_t>(m)]);
-      add(Stage::backward, run.backward);
+      add(Stage::backward, run.backward + run.extra_backward(m, step));
       add(Stage::allreduce_exposed, slowest - busy[static_cast<size_t>(m)] + run.allreduce);
       spans.back().bytes = 4'000'000;
       add(Stage::optimizer, run.optimizer);

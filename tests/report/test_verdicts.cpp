@@ -138,6 +138,7 @@ TEST(Straggler, NamesExactlyTheSlowModelRankWithItsCost) {
   const StallVerdict* v = find(verdicts, "straggler");
   EXPECT_EQ(v->numbers["host"], "node3");
   EXPECT_EQ(v->numbers["gpu"], 2);
+  EXPECT_EQ(v->numbers["measure"], "forward");
   EXPECT_NEAR(v->numbers["excess_seconds_per_step"].get<double>(), 0.030, 0.002);
   // Its cost: 30 ms on each of the 72 steady steps.
   EXPECT_EQ(v->numbers["steady_steps"], 72);
@@ -154,6 +155,37 @@ TEST(Straggler, TwoModelRanksStillNameTheSlowOne) {
     if (v.kind == "straggler") named.push_back(v.rank);
   }
   EXPECT_EQ(named, std::vector<int>{1});
+}
+
+TEST(Straggler, FoundByForwardWhenTheOthersWaitInsideBackward) {
+  // As measured on 4 CPU ranks (runs/exp-c): rank 3 sleeps 300 ms in forward; the other ranks'
+  // backward grows by as much, because their bucket reductions block there for rank 3, so the
+  // forward+backward+optimizer sums are even and only forward tells.
+  SyntheticTrain run;
+  run.model_ranks = 3;
+  run.extra_forward = [](int rank, int64_t) { return rank == 3 ? 0.300 : 0.0; };
+  run.extra_backward = [](int rank, int64_t) { return rank == 3 ? 0.0 : 0.300; };
+  const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  std::vector<int> named;
+  for (const auto& v : verdicts) {
+    if (v.kind == "straggler") named.push_back(v.rank);
+  }
+  ASSERT_EQ(named, std::vector<int>{3});
+  const StallVerdict* v = find(verdicts, "straggler");
+  EXPECT_EQ(v->numbers["measure"], "forward");
+  EXPECT_NEAR(v->numbers["excess_seconds_per_step"].get<double>(), 0.300, 0.002);
+}
+
+TEST(Straggler, ASlowOptimizerIsFoundByTheBusySum) {
+  SyntheticTrain run;
+  run.model_ranks = 3;
+  run.optimizer = 0.010;
+  run.extra_backward = [](int rank, int64_t step) { return rank == 2 ? 0.020 + 0.0001 * (step % 3) : 0.0; };
+  const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  const StallVerdict* v = find(verdicts, "straggler");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->rank, 2);
+  EXPECT_EQ(v->numbers["measure"], "forward+backward+optimizer");
 }
 
 TEST(Straggler, NoneWhenRanksDifferOnlyByNoise) {
@@ -178,6 +210,24 @@ TEST(CyclicStall, PeriodSevenFromADelayEverySeventhBatch) {
   EXPECT_NEAR(v->numbers["spike_excess_seconds"].get<double>(), 0.080, 0.003);
   EXPECT_EQ(v->numbers["grown_stage"], "batch_wait");
   EXPECT_NE(v->summary.find("debug.delay_every = 7"), std::string::npos) << v->summary;
+}
+
+TEST(CyclicStall, FoundInTheStageSeriesUnderATwoLevelStepTime) {
+  // As measured on a CPU run (runs/exp-b): steps alternate between about 0.3 s and 0.65 s, so the
+  // step time's MAD is wide and its threshold above the 1.5 s send delay every 7th batch; the
+  // batch_wait series shows the period.
+  SyntheticTrain run;
+  run.steps = 120;
+  std::mt19937 random(99);
+  std::vector<double> slow(static_cast<size_t>(run.steps));
+  for (auto& x : slow) x = random() % 2 ? 0.35 : 0.0;
+  run.extra_backward = [slow](int, int64_t step) { return slow[static_cast<size_t>(step)]; };
+  run.extra_wait = [](int64_t step) { return (step + 1) % 7 == 0 ? 0.5 : 0.0; };
+  const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
+  const StallVerdict* v = find(verdicts, "cyclic_stall");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->numbers["period"], 7);
+  EXPECT_EQ(v->numbers["series"], "batch_wait");
 }
 
 TEST(CyclicStall, MatchesTheCheckpointInterval) {
@@ -212,7 +262,7 @@ TEST(CyclicStall, NotFromRandomSpikes) {
       series.push_back(seconds);
     }
   }
-  const CyclicStall c = find_cyclic_stall(series, steps);
+  const CyclicStall c = find_cyclic_stall(series, steps, 0.005);
   EXPECT_GE(c.spike_steps.size(), 3u);
   EXPECT_FALSE(c.found);
 }
