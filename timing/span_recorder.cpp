@@ -1,6 +1,7 @@
 #include "timing/span_recorder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 namespace sluice::timing {
@@ -22,6 +23,13 @@ struct SpanRecorder::Lane {
   uint64_t counters_written = 0;
 };
 
+SpanRecorder::SpanRecorder() {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id++;
+}
+
+SpanRecorder::~SpanRecorder() = default;
+
 SpanRecorder& SpanRecorder::global() {
   static SpanRecorder recorder;
   return recorder;
@@ -29,13 +37,13 @@ SpanRecorder& SpanRecorder::global() {
 
 SpanRecorder::Lane& SpanRecorder::this_thread_lane() {
   // One lane per (thread, recorder). Lanes outlive their threads: their spans are still wanted.
-  thread_local std::vector<std::pair<const SpanRecorder*, Lane*>> mine;
+  thread_local std::vector<std::pair<uint64_t, Lane*>> mine;
   for (const auto& [recorder, lane] : mine) {
-    if (recorder == this) return *lane;
+    if (recorder == id_) return *lane;
   }
   std::lock_guard<std::mutex> lock(lanes_mutex_);
   Lane& lane = new_lane_locked("thread " + std::to_string(lanes_.size()));
-  mine.emplace_back(this, &lane);
+  mine.emplace_back(id_, &lane);
   return lane;
 }
 

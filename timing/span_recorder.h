@@ -44,6 +44,10 @@ class SpanRecorder {
  public:
   // The process's recorder. Disabled recorders drop every call at the cost of one load.
   static SpanRecorder& global();
+  SpanRecorder();  // more than one: tests and benchmarks
+  ~SpanRecorder();
+  SpanRecorder(const SpanRecorder&) = delete;
+  SpanRecorder& operator=(const SpanRecorder&) = delete;
 
   void set_enabled(bool enabled) { enabled_ = enabled; }
   bool enabled() const { return enabled_; }
@@ -80,6 +84,7 @@ class SpanRecorder {
   Lane& new_lane_locked(const std::string& name);  // lanes_mutex_ held
   static void append(Lane& lane, const Span& span);
 
+  uint64_t id_;  // keys the per-thread lane cache (an address could be reused by a later recorder)
   bool enabled_ = true;
   size_t capacity_ = size_t{1} << 16;
   mutable std::mutex lanes_mutex_;  // guards lanes_ and counter_names_
