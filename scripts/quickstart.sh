@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the built-in sample corpus: installs the dependencies, builds, makes the corpus,
 # prepares the feature cache with 3 MPI ranks, verifies it, then trains the tiny model for 300
-# steps with 3 ranks (1 data rank feeding 2 model ranks) on the CPU, showing the loss fall.
+# steps with 3 ranks (1 data rank feeding 2 model ranks) on the CPU, showing the loss fall, and
+# ends with the bottleneck report rank 0 writes (report.md printed here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -19,4 +20,6 @@ build/launcher/sluice cache inspect "$run_dir/cache"
 echo "== sluice train: 3 ranks (1 data, 2 model), tiny Transformer TTS, 300 steps on the CPU"
 mpirun --bind-to none -np 3 build/launcher/sluice train -c configs/train.yaml \
   --cache "$run_dir/cache" --run-dir "$run_dir/train"
-echo "== done: cache in $run_dir/cache, checkpoints and per-rank timings in $run_dir/train"
+echo "== the bottleneck report ($run_dir/train/report.md; charts in report.html, timeline in trace.json)"
+cat "$run_dir/train/report.md"
+echo "== done: cache in $run_dir/cache (its prep report: report.md there), checkpoints, timelines and the report in $run_dir/train"
