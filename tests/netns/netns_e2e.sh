@@ -21,6 +21,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Run inside a Slurm job (CI on a cluster), the job's SLURM_* values would make mpirun use Slurm
 # instead of the rsh agent, and sluice check them against the namespaces: this test is not a Slurm job.
 unset "${!SLURM_@}"
+export PATH="$PATH:/usr/sbin:/sbin"   # the daemons, ip and runuser live there
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root for ip netns"

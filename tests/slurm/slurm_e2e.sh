@@ -18,6 +18,7 @@ sluice=$1 corpus=$2 repo=$3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # This test talks only to the Slurm it starts: drop any SLURM_* of a job or cluster it runs inside.
 unset "${!SLURM_@}"
+export PATH="$PATH:/usr/sbin:/sbin"   # the daemons, ip and runuser live there
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" -eq 0 ] || skip "needs root to run slurmctld/slurmd/munged"
