@@ -14,7 +14,7 @@ packages=(
   libtorch-dev libopenblas0-openmp
   python3-h5py python3-torchaudio python3-numpy python3-torch
   slurmctld slurmd slurm-client munge   # tests/slurm: a real Slurm (srun --mpi=pmix: slurm-wlm-basic-plugins)
-  iproute2 util-linux                   # tests/netns: ip netns, unshare
+  iproute2 util-linux procps            # tests/netns: ip netns, unshare; pgrep
 )
 
 missing=()

@@ -114,7 +114,7 @@ link-cut)
   # name what they waited for first. tcp_retries2=3 in the nodes' namespaces: a send to the lost
   # node (the abort's kill order) fails after ~3 s instead of Linux's ~15 min default.
   export OMPI_MCA_oob_tcp_keepalive_time=$timeout_s OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=2
-  for i in 0 1; do ip netns exec "${NETNS_PREFIX}n$i" sysctl -q -w net.ipv4.tcp_retries2=3; done
+  for i in 0 1; do ip netns exec "${NETNS_PREFIX}n$i" sh -c "echo 3 >/proc/sys/net/ipv4/tcp_retries2" || fail "cannot set tcp_retries2"; done
   start_job "$work/train.out" 100000 --set runtime.timeout_s=$timeout_s
   if ! wait_line "$work/train.out" "step 5/" 240; then
     fail "the run did not reach step 5 in 240 s"; tail -n 30 "$work/train.out"; exit 1
