@@ -18,6 +18,7 @@
 #include "runtime/prep_job.h"
 #include "runtime/settings.h"
 #include "runtime/train_job.h"
+#include "report/write_report.h"
 #include "launcher/tuning_commands.h"
 
 namespace {
@@ -110,6 +111,18 @@ int main(int argc, char** argv) {
   auto* show = config->add_subcommand("show", "The effective configuration after the file and --set overrides (YAML)");
   show_config.attach(*show);
 
+  // `sluice report DIR`: the bottleneck report from a run's saved timelines (report/, docs/report.md).
+  std::string report_dir;
+  auto* report_command = app.add_subcommand(
+      "report", "Write the bottleneck report of a train run directory or a prep cache directory from its saved "
+                "per-rank timelines (report.md, report.json, report.html, trace.json) and print the verdicts");
+  report_command->add_option("DIR", report_dir, "train.run_dir of a `sluice train` run, or a `sluice prep` cache directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  report_command->footer("Reads DIR/timeline/rank-N.json (every rank writes one at exit, and on a failure); train or prep "
+                         "is told by the timelines' job. Rules and thresholds: docs/report.md.\nExit codes: 0 written; "
+                         "1 no timelines in DIR/timeline, or a malformed one (named).");
+
   // `sluice doctor` and `sluice bench ...` (launcher/tuning_commands.cpp).
   sluice::TuningCommands tuning(app);
 
@@ -128,6 +141,10 @@ int main(int argc, char** argv) {
     }
     if (*verify) return sluice::runtime::run_cache_verify(verify_dir);
     if (*inspect) return sluice::runtime::run_cache_inspect(inspect_dir, inspect_json);
+    if (*report_command) {
+      std::cout << sluice::report::write_report(report_dir);
+      return 0;
+    }
     if (const auto code = tuning.run_without_mpi()) return *code;
   } catch (const sluice::Error& error) {
     sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());

@@ -10,7 +10,7 @@ packages=(
   libsndfile1-dev libsoxr-dev libfftw3-dev
   libyaml-cpp-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libutf8proc-dev
   libespeak-ng-dev espeak-ng sox
-  libgtest-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev chromium
   libtorch-dev libopenblas0-openmp
   python3-h5py python3-torchaudio python3-numpy python3-torch
   slurmctld slurmd slurm-client munge   # tests/slurm: a real Slurm (srun --mpi=pmix: slurm-wlm-basic-plugins)
