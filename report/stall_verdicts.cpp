@@ -575,7 +575,7 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
       // The all-reduce is where the other ranks wait for a straggler: its cost shows up here.
       v.summary += fmt::format("; the other ranks wait there for straggler rank {} (+{:.3f} s per step)", s.rank,
                                s.numbers.value("excess_seconds_per_step", 0.0));
-      v.recommendation = fmt::format("fix the straggler (rank {}) first, then look at the all-reduce again. ", s.rank) +
+      v.recommendation = fmt::format("fix the straggler (rank {}) first, then look at the all-reduce again; beyond it: ", s.rank) +
                          v.recommendation;
       v.numbers["straggler_rank"] = s.rank;
       break;
@@ -620,6 +620,10 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
       std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) < compute_bound_comm_below) {
     verdicts.push_back(compute_verdict(a));
   }
+  // HIGH before MODERATE before ungraded; the rule order above within a grade.
+  const auto grade = [](const StallVerdict& v) { return v.severity == "HIGH" ? 0 : v.severity == "MODERATE" ? 1 : 2; };
+  std::stable_sort(verdicts.begin(), verdicts.end(),
+                   [&](const StallVerdict& x, const StallVerdict& y) { return grade(x) < grade(y); });
   return verdicts;
 }
 

@@ -85,8 +85,8 @@ struct CyclicStall {
 CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps,
                               double min_excess);
 
-// Every verdict that holds, most urgent first (hang, input, communication, straggler, cyclic,
-// compute). Without enough steady steps: a single no_verdict (plus hang, which needs none).
+// Every verdict that holds: HIGH first, then MODERATE, then ungraded; within a grade hang, input,
+// communication, straggler, cyclic, compute. Without enough steady steps: a single no_verdict (plus hang, which needs none).
 std::vector<StallVerdict> train_verdicts(const TrainAnalysis& analysis);
 
 // A setting from a timeline's `settings` ("train.checkpoint_every"), flat or nested; null if absent.
