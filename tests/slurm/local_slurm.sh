@@ -98,9 +98,31 @@ local_slurm_stop_pid_file() {
 local_slurm_stop() {
   [ -n "$LOCAL_SLURM_DIR" ] || return 0
   local dir=$LOCAL_SLURM_DIR
-  timeout 10 scancel --full --quiet --user=root 2>/dev/null || true
+  # Jobs first, with SIGKILL (a test that stops early wants no checkpoint and no requeue), while
+  # slurmd can still report them gone.
+  if [ -n "$(timeout 10 squeue -h 2>/dev/null)" ]; then
+    timeout 10 scancel --quiet --full --signal=KILL --user=root 2>/dev/null || true
+    timeout 10 scancel --quiet --user=root 2>/dev/null || true
+    local deadline=$(( $(date +%s) + 20 ))
+    while [ -n "$(timeout 10 squeue -h 2>/dev/null)" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.5; done
+  fi
   local_slurm_stop_pid_file "$dir/slurmd.pid"
   local_slurm_stop_pid_file "$dir/slurmctld.pid"
   local_slurm_stop_pid_file "$dir/munge/munged.pid"
+  # Whatever this cluster started and outlived its daemons (slurmstepd, job scripts, tasks) has
+  # this cluster's SLURM_CONF in its environment (the daemons were started with it exported):
+  # stop those processes by pid, except this shell and its ancestors.
+  local keep=" " pid=$$ p leftover=""
+  while [ "$pid" -gt 1 ]; do keep+="$pid "; pid=$(awk '{print $4}' "/proc/$pid/stat" 2>/dev/null || echo 1); done
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [ "$pid" = "$BASHPID" ] && continue
+    case $keep in *" $pid "*) continue ;; esac
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "SLURM_CONF=$dir/slurm.conf" && leftover+=" $pid"
+  done
+  if [ -n "$leftover" ]; then
+    echo "local_slurm: stopping processes left by the jobs:$leftover" >&2
+    kill -KILL $leftover 2>/dev/null
+  fi
   LOCAL_SLURM_DIR=""
 }

@@ -6,7 +6,8 @@
 #   4. preemption round trips: `scancel --signal=USR1 --batch` (the time-limit signal) and
 #      `scontrol requeue` (SIGTERM, as scheduler preemption) mid-run -> the ranks checkpoint and
 #      exit 4 -> the job is requeued -> the requeued run adds --resume and finishes; its losses
-#      equal the uninterrupted run's from the checkpoint's step on (the next unseen batch)
+#      equal the uninterrupted run's from the checkpoint's step on (the next unseen batch); and
+#      `scancel`: checkpoint, exit 4, the job stays cancelled
 #   5. slurm/prep.sbatch with both launchers (a rerun keeps every shard)
 # Every wait has a deadline; an EXIT trap cancels the jobs and stops the daemons by pid.
 #
@@ -180,6 +181,19 @@ echo "== 4a. time-limit signal: scancel --signal=USR1 --batch mid-run -> exit 4 
 preempt_round_trip preempted usr1
 echo "== 4b. preemption: scontrol requeue mid-run -> SIGTERM -> exit 4 -> Slurm requeues -> resume"
 preempt_round_trip requeued requeue
+
+echo "== 4c. scancel mid-run -> SIGTERM -> checkpoint, exit 4, and the job stays cancelled"
+job=$(submit cancelled srun "$train_args")
+if wait_line "$work/cancelled.out" "step 5/20" 240; then
+  timeout 30 scancel "$job"
+  check "cancelled: final state" "$(wait_job "$job" 120)" CANCELLED
+  check "cancelled: restarts" "$(job_field "$job" Restarts)" 0
+  check_grep "cancelled: the script did not requeue" "stopped with a checkpoint after SIGTERM; not requeueing" "$work/cancelled.out"
+  stopped_at=$(sed -n 's/.*SIGTERM received: stopped after global step \([0-9]*\) .*/\1/p' "$work/cancelled.out" | head -1)
+  check "cancelled: latest.json is the stop's checkpoint" "$(json "$work/cancelled/checkpoints/latest.json" "['global_step']")" "${stopped_at:-none}"
+else
+  fail "cancelled: the run did not reach step 5 in 240 s"; tail -n 30 "$work/cancelled.out"
+fi
 
 echo "== 5. slurm/prep.sbatch with srun and with mpirun (a rerun keeps every shard)"
 for launcher in srun mpirun; do
