@@ -14,9 +14,21 @@ NETNS_PREFIX=${NETNS_PREFIX:-sl$$}
 NETNS_SUBNET=10.77.0
 NETNS_NODES=0
 
+# Namespaces left by an earlier test that was killed outright (SIGKILL runs no trap): prefix
+# sl<pid> whose pid is gone. Their processes are stopped and the namespaces deleted.
+netns_hosts_remove_stale() {
+  local prefix
+  for prefix in $(ip netns list | awk '{print $1}' | sed -n 's/^\(sl[0-9][0-9]*\)\(n[0-9]*\|sw\)$/\1/p' | sort -u); do
+    kill -0 "${prefix#sl}" 2>/dev/null && continue
+    echo "netns_hosts: removing namespaces left by a killed test (${prefix}*)"
+    NETNS_PREFIX=$prefix netns_hosts_down
+  done
+}
+
 netns_hosts_up() {
   local n=$1 dir=$2 i sw=${NETNS_PREFIX}sw
   export NETNS_PREFIX NETNS_HOSTS_FILE=$dir/hosts
+  netns_hosts_remove_stale
   ip netns add "$sw" || return 1
   NETNS_NODES=$n
   ip -n "$sw" link add br0 type bridge || return 1
