@@ -79,6 +79,18 @@ wait_line() {
 }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# A daemon left by an earlier run of this test that was killed outright (SIGKILL runs no trap)
+# would hold the ports: stop it by its pid file.
+for stale in /tmp/sluice-slurm-e2e.*/slurm; do
+  [ -d "$stale" ] && [ "$stale" != "$work/slurm" ] || continue
+  for pid_file in "$stale/slurmctld.pid" "$stale/slurmd.pid" "$stale/munge/munged.pid"; do
+    if [ -s "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+      echo "stopping the daemons of a killed run in $stale"
+      LOCAL_SLURM_DIR=$stale SLURM_CONF=$stale/slurm.conf local_slurm_stop
+      break
+    fi
+  done
+done
 local_slurm_start "$work/slurm" || { fail "Slurm did not start"; exit 1; }
 cd "$work"
 
