@@ -61,8 +61,28 @@ std::string legend(const std::vector<std::string>& labels) {
   return html + "</div>";
 }
 
+// At most this many points per polyline: a long run's series is cut into this many bins and each
+// bin keeps its first and its highest point, so that spikes survive and the page stays small.
+constexpr size_t max_points = 1500;
+
+std::vector<std::pair<double, double>> thin(const std::vector<std::pair<double, double>>& points) {
+  if (points.size() <= max_points) return points;
+  std::vector<std::pair<double, double>> kept;
+  const size_t bin = (points.size() + max_points / 2 - 1) / (max_points / 2);
+  for (size_t start = 0; start < points.size(); start += bin) {
+    const size_t end = std::min(points.size(), start + bin);
+    const auto peak = std::max_element(points.begin() + static_cast<long>(start), points.begin() + static_cast<long>(end),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    kept.push_back(points[start]);
+    if (peak != points.begin() + static_cast<long>(start)) kept.push_back(*peak);
+  }
+  return kept;
+}
+
+// `shade_until`: x values below it are drawn on a grey band (the warm-up steps left out of the
+// verdicts); NAN for none.
 std::string line_chart(const std::string& title, const std::vector<Series>& series, const std::string& x_label,
-                       const std::string& y_label, bool steps_shape = false) {
+                       const std::string& y_label, bool steps_shape = false, double shade_until = NAN) {
   double x_min = INFINITY, x_max = -INFINITY, y_max = 0;
   for (const auto& s : series) {
     for (const auto& [x, y] : s.points) {
@@ -79,13 +99,19 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   const double w = chart_width - left - right, h = chart_height - top - bottom;
   html += fmt::format("<svg class='chart' width='{}' height='{}' viewBox='0 0 {} {}'>", chart_width, chart_height,
                       chart_width, chart_height);
+  if (std::isfinite(shade_until) && shade_until > x_min) {
+    const double band = w * (std::min(shade_until, x_max) - x_min) / (x_max - x_min);
+    html += fmt::format("<rect x='{}' y='{}' width='{:.1f}' height='{}' fill='#eee'><title>warm-up: not in the "
+                        "verdicts</title></rect>",
+                        left, top, band, h);
+  }
   html += axis(x_min, x_max, 0, y_max, x_label, y_label);
   std::vector<std::string> labels;
   for (size_t i = 0; i < series.size(); ++i) {
     labels.push_back(series[i].label);
     std::string points;
     double last_y = -1;
-    for (const auto& [x, y] : series[i].points) {
+    for (const auto& [x, y] : thin(series[i].points)) {
       const double px = left + w * (x - x_min) / (x_max - x_min), py = top + h - h * y / y_max;
       if (steps_shape && last_y >= 0) points += fmt::format("{:.1f},{:.1f} ", px, last_y);
       points += fmt::format("{:.1f},{:.1f} ", px, py);
@@ -243,7 +269,8 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
     for (const auto& r : m.steps) s.points.emplace_back(static_cast<double>(r.step), r.seconds);
     steps.push_back(s);
   }
-  body += line_chart("Step time per model rank", steps, "global step", "seconds");
+  body += line_chart("Step time per model rank (grey: warm-up)", steps, "global step", "seconds", false,
+                     a.steady.first_step >= 0 ? static_cast<double>(a.steady.first_step) : NAN);
 
   std::vector<Bar> bars;
   for (const auto& m : a.model_ranks) {

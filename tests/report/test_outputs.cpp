@@ -266,6 +266,18 @@ TEST(ReportHtml, TrainPageRunsInHeadlessChromium) {
   check_in_chromium(dir / "report.html", fs::path(SLUICE_REPORT_TEST_DIR) / "report-train.png");
 }
 
+TEST(ReportHtml, LongRunsAreThinnedButKeepTheirSpikes) {
+  testing::SyntheticTrain run;
+  run.steps = 6000;
+  run.extra_wait = [](int64_t step) { return step == 4321 ? 2.0 : 0.0; };
+  const fs::path dir = write_train_run("html-long", run);
+  write_train_report(dir);
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_LT(html.size(), 1'000'000u);
+  // The one 2.1 s step survives the thinning: the y axis's top tick is 1.05 x its 2.103 s.
+  EXPECT_NE(html.find("text-anchor='end'>2.21<"), std::string::npos);
+}
+
 TEST(ReportHtml, PrepPageRunsInHeadlessChromium) {
   const fs::path dir = run_dir("html-prep");
   for (const auto& t : testing::make_prep_timelines(2, 30, [](int) { return 1.0; })) timing::write_timeline(dir, t);
