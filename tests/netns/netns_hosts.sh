@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Several "hosts" on one machine for tests: one network namespace per node with its own address
 # (10.77.0.N/24 on a veth pair) and, for every process started in it, its own host name (a UTS
 # namespace) and an /etc/hosts naming all nodes (a mount namespace). The veth pairs meet on a
@@ -12,7 +13,6 @@
 
 NETNS_PREFIX=${NETNS_PREFIX:-sl$$}
 NETNS_SUBNET=10.77.0
-NETNS_NODES=0
 
 # Namespaces left by an earlier test that was killed outright (SIGKILL runs no trap): prefix
 # sl<pid> whose pid is gone. Their processes are stopped and the namespaces deleted.
@@ -30,7 +30,6 @@ netns_hosts_up() {
   export NETNS_PREFIX NETNS_HOSTS_FILE=$dir/hosts
   netns_hosts_remove_stale
   ip netns add "$sw" || return 1
-  NETNS_NODES=$n
   ip -n "$sw" link add br0 type bridge || return 1
   ip -n "$sw" link set br0 up
   printf '127.0.0.1 localhost\n' >"$NETNS_HOSTS_FILE"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A real single-node Slurm on localhost for tests: munged, slurmctld and slurmd from Debian, with
 # every file (config, state, logs, pid files, the munge socket) in one directory the caller owns.
 # Source this file, then:
@@ -82,12 +83,12 @@ EOF
 
 # Stops one daemon by its pid file: SIGTERM, wait up to 15 s, then SIGKILL.
 local_slurm_stop_pid_file() {
-  local pid_file=$1 pid i
+  local pid_file=$1 pid
   [ -s "$pid_file" ] || return 0
   pid=$(cat "$pid_file")
   kill -0 "$pid" 2>/dev/null || return 0
   kill -TERM "$pid" 2>/dev/null
-  for i in $(seq 150); do
+  for _ in $(seq 150); do
     kill -0 "$pid" 2>/dev/null || return 0
     sleep 0.1
   done

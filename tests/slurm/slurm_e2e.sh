@@ -92,7 +92,7 @@ for stale in /tmp/sluice-slurm-e2e.*/slurm; do
   done
 done
 local_slurm_start "$work/slurm" || { fail "Slurm did not start"; exit 1; }
-cd "$work"
+cd "$work" || exit 1
 
 echo "== 1. srun -n 3 sluice prep"
 started=$(date +%s)
@@ -172,7 +172,7 @@ preempt_round_trip() {
   check_grep "$name: the requeued run passed --resume" "^train.sbatch: .* --resume" "$work/$name.out"
   check_grep "$name: resumed at the checkpoint's step" "resumed from step-0*${stopped_at}\.pt at global step ${stopped_at}\$" "$work/$name.out"
   check "$name: exit codes of the two runs" "$(sed -n 's/.*sluice exited with \([0-9]*\)$/\1/p' "$work/$name.out" | tr '\n' ' ')" "4 0 "
-  check "$name: checkpoint of the stop kept" "$(ls "$work/$name/checkpoints" | grep -c "^step-0*${stopped_at}\.pt$")" 1
+  check "$name: checkpoint of the stop kept" "$(printf "%s\n" "$work/$name/checkpoints"/step-*.pt | grep -c "/step-0*${stopped_at}\.pt$")" 1
   check "$name: latest.json after the resumed run" "$(json "$work/$name/checkpoints/latest.json" "['global_step']")" 20
   check "$name: resumed run's steps" "$(json "$work/$name/ranks/rank-1.json" "['steps']")" $((20 - stopped_at))
   # The next unseen batch: the resumed run's losses are the uninterrupted run's from that step on.
