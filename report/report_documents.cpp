@@ -146,6 +146,8 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                {"batches_sent", d.batches_sent},
                                {"bytes_sent", d.bytes_sent},
                                {"send_bandwidth_bytes_per_s", d.send_bandwidth},
+                               {"send_exposed_fraction", d.send_exposed_fraction},
+                               {"waiting_on_model_fraction", d.waiting_on_model_fraction},
                                {"queue_depth_mean", d.queue_depth_mean ? json(*d.queue_depth_mean) : json(nullptr)},
                                {"credits_mean", d.credits_mean ? json(*d.credits_mean) : json(nullptr)},
                                {"busiest_stage", name_of(d.busiest_stage)},

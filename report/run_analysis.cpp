@@ -37,6 +37,53 @@ std::map<FlowKey, Span> index_sends(const std::vector<RankTimeline>& timelines) 
   return sends;
 }
 
+// Sorted, non-overlapping [start, end) intervals.
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+
+Intervals merged(Intervals intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  Intervals out;
+  for (const auto& [a, b] : intervals) {
+    if (!out.empty() && a <= out.back().second) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.emplace_back(a, b);
+    }
+  }
+  return out;
+}
+
+int64_t overlap_with(const Intervals& intervals, int64_t a, int64_t b) {
+  int64_t total = 0;
+  auto it = std::lower_bound(intervals.begin(), intervals.end(), std::make_pair(a, INT64_MIN));
+  if (it != intervals.begin()) --it;
+  for (; it != intervals.end() && it->first < b; ++it) total += overlap_ns(a, b, it->first, it->second);
+  return total;
+}
+
+// Per data rank: when its main thread was sending (to any model rank), and when any model rank it
+// feeds was waiting for a batch from it. A data rank sends serially, so a send to one model rank
+// also holds up another waiting model rank; and a transport may keep a send span open after the
+// receiver took the bytes. Matching by overlap in time, not by sequence, counts both.
+struct FeedIntervals {
+  std::map<int, Intervals> sending;   // data rank -> its send spans
+  std::map<int, Intervals> awaited;   // data rank -> batch_wait spans naming it as the peer
+};
+
+FeedIntervals feed_intervals(const std::vector<RankTimeline>& timelines) {
+  std::map<int, Intervals> sending, awaited;
+  for (const auto& t : timelines) {
+    for (const Span& s : t.spans) {
+      if (s.stage == Stage::send) sending[t.rank].emplace_back(s.start_ns, s.end_ns);
+      if (s.stage == Stage::batch_wait && s.peer >= 0) awaited[s.peer].emplace_back(s.start_ns, s.end_ns);
+    }
+  }
+  FeedIntervals f;
+  for (auto& [rank, list] : sending) f.sending[rank] = merged(std::move(list));
+  for (auto& [rank, list] : awaited) f.awaited[rank] = merged(std::move(list));
+  return f;
+}
+
 std::vector<StepRecord> step_records(const RankTimeline& t) {
   std::vector<const Span*> waits, work;
   for (const Span& s : t.spans) {
@@ -82,7 +129,7 @@ std::map<Stage, StageBreakdown> breakdown(const std::vector<const StepRecord*>& 
   return result;
 }
 
-ModelRankAnalysis analyze_model_rank(const RankTimeline& t, const std::map<FlowKey, Span>& sends) {
+ModelRankAnalysis analyze_model_rank(const RankTimeline& t, const FeedIntervals& feed) {
   ModelRankAnalysis m;
   m.rank = t.rank;
   m.name = describe_rank(t);
@@ -116,9 +163,9 @@ ModelRankAnalysis analyze_model_rank(const RankTimeline& t, const std::map<FlowK
       m.allreduce_bytes += s.bytes;
       m.allreduce_seconds += seconds(s.end_ns - s.start_ns);
     }
-    if (s.stage == Stage::batch_wait && s.sequence >= 0) {
-      const auto send = sends.find({s.peer, t.rank, s.sequence});
-      if (send != sends.end()) transfer_ns += overlap_ns(s.start_ns, s.end_ns, send->second.start_ns, send->second.end_ns);
+    if (s.stage == Stage::batch_wait) {
+      const auto sending = feed.sending.find(s.peer);
+      if (sending != feed.sending.end()) transfer_ns += overlap_with(sending->second, s.start_ns, s.end_ns);
     }
   }
   m.transfer_exposed_fraction = m.steady_seconds > 0 ? seconds(transfer_ns) / m.steady_seconds : 0;
@@ -145,7 +192,7 @@ std::optional<double> counter_mean(const RankTimeline& t, const std::string& nam
   return std::nullopt;
 }
 
-DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t end) {
+DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t end, const FeedIntervals& feed) {
   DataRankAnalysis d;
   d.rank = t.rank;
   d.name = describe_rank(t);
@@ -164,7 +211,7 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
   d.window_seconds = seconds(end - start);
   std::set<uint16_t> reader_lanes;
   std::map<int64_t, double> busy_by_step;
-  double send_seconds = 0;
+  double send_seconds = 0, send_exposed = 0;
   for (const Span& s : t.spans) {
     if (is_reader_stage(s.stage)) reader_lanes.insert(s.lane);
     if (std::find(data_stages.begin(), data_stages.end(), s.stage) == data_stages.end()) continue;
@@ -176,6 +223,11 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
       ++d.batches_sent;
       d.bytes_sent += s.bytes;
       send_seconds += seconds(s.end_ns - s.start_ns);
+      const auto awaited = feed.awaited.find(t.rank);
+      if (awaited != feed.awaited.end()) {
+        send_exposed +=
+            seconds(overlap_with(awaited->second, std::max(s.start_ns, start), std::min(s.end_ns, end)));
+      }
     }
   }
   d.reader_lanes = static_cast<int>(reader_lanes.size());
@@ -187,10 +239,16 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
     const double value = d.stage_seconds.count(stage) ? d.stage_seconds[stage] : 0;
     d.stage_fraction[stage] = d.window_seconds > 0 ? value / (d.window_seconds * lanes) : 0;
   }
+  if (d.window_seconds > 0) {
+    d.send_exposed_fraction = send_exposed / d.window_seconds;
+    d.waiting_on_model_fraction =
+        d.stage_fraction[Stage::credit_wait] + std::max(0.0, d.stage_fraction[Stage::send] - d.send_exposed_fraction);
+  }
   d.busiest_fraction = -1;
   for (Stage stage : {Stage::cache_read, Stage::collate, Stage::host_to_device, Stage::gpu_work, Stage::send}) {
-    if (d.stage_fraction[stage] > d.busiest_fraction) {
-      d.busiest_fraction = d.stage_fraction[stage];
+    const double fraction = stage == Stage::send ? d.send_exposed_fraction : d.stage_fraction[stage];
+    if (fraction > d.busiest_fraction) {
+      d.busiest_fraction = fraction;
       d.busiest_stage = stage;
     }
   }
@@ -358,9 +416,9 @@ TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
   std::sort(a.timelines.begin(), a.timelines.end(),
             [](const RankTimeline& x, const RankTimeline& y) { return x.rank < y.rank; });
 
-  const auto sends = index_sends(a.timelines);
+  const FeedIntervals feed = feed_intervals(a.timelines);
   for (const auto& t : a.timelines) {
-    if (is_model_role(t.role)) a.model_ranks.push_back(analyze_model_rank(t, sends));
+    if (is_model_role(t.role)) a.model_ranks.push_back(analyze_model_rank(t, feed));
   }
   // The steady window: every model rank's steady steps.
   a.steady.enough = !a.model_ranks.empty();
@@ -402,7 +460,7 @@ TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
     a.job_step_seconds.emplace_back(step, sum / static_cast<double>(values.size()));
   }
   for (const auto& t : a.timelines) {
-    if (is_data_role(t.role)) a.data_ranks.push_back(analyze_data_rank(t, a.steady.start_ns, a.steady.end_ns));
+    if (is_data_role(t.role)) a.data_ranks.push_back(analyze_data_rank(t, a.steady.start_ns, a.steady.end_ns, feed));
   }
   a.clock.causality = check_causality(a.timelines);
   a.clock.causality.violations_unaligned = check_causality(timelines).violations;

@@ -78,7 +78,7 @@ struct ModelRankAnalysis {
   std::map<Stage, StageBreakdown> stages;
   double input_wait_fraction = 0;         // batch_wait / step time (steady)
   double allreduce_exposed_fraction = 0;  // allreduce_exposed / step time (steady)
-  double transfer_exposed_fraction = 0;   // batch_wait overlapped by its batch's send / step time
+  double transfer_exposed_fraction = 0;   // batch_wait overlapped by its data rank's sends / step time
   int64_t allreduce_bytes = 0;            // bytes named by allreduce spans in steady steps
   double allreduce_seconds = 0;           // exposed + overlapped seconds in steady steps
 };
@@ -97,11 +97,17 @@ struct DataRankAnalysis {
   int64_t batches_sent = 0;
   int64_t bytes_sent = 0;
   double send_bandwidth = 0;             // bytes per second inside send spans
+  // A send span also holds the time a transport waits for the model rank to take the batch (the
+  // mpi transport moves bytes only while the receiver is in a channel call). The part during which
+  // a model rank it feeds waited for a batch (overlap with their batch_wait spans) is exposed
+  // transfer; the rest is the data rank waiting on its model ranks, like credit_wait.
+  double send_exposed_fraction = 0;      // of the window
+  double waiting_on_model_fraction = 0;  // (credit_wait + send not exposed) / window
   std::optional<double> queue_depth_mean;  // counter "queue_depth" in the window
   std::optional<double> credits_mean;      // counter "credits"
   std::vector<double> batch_busy_seconds;  // cache_read + collate per batch (steady window)
   // The stage a data rank spends most of its time in, among cache_read, collate (per reader
-  // lane), host_to_device, gpu_work and send (main lane).
+  // lane), host_to_device, gpu_work and send (main lane; its exposed part only).
   Stage busiest_stage = Stage::cache_read;
   double busiest_fraction = 0;
 };

@@ -48,7 +48,7 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
   int queue_ranks = 0;
   for (const auto& d : a.data_ranks) {
     if (!busiest || d.busiest_fraction > busiest->busiest_fraction) busiest = &d;
-    credit_wait += d.stage_fraction.at(Stage::credit_wait);
+    credit_wait += d.waiting_on_model_fraction;
     reader_wait += d.stage_fraction.at(Stage::wait_for_reader);
     if (d.queue_depth_mean) {
       queue += *d.queue_depth_mean;
@@ -65,7 +65,7 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
   const bool queued = credit_wait != reader_wait ? credit_wait > reader_wait : have_queue && queue_mean >= 1.0;
   v.numbers = {{"input_wait_fraction", f},
                {"transfer_exposed_fraction", a.transfer_exposed_fraction},
-               {"data_credit_wait_fraction", credit_wait},
+               {"data_waiting_on_model_fraction", credit_wait},
                {"data_wait_for_reader_fraction", reader_wait},
                {"batches_queued", queued}};
   if (have_queue) v.numbers["queue_depth_mean"] = queue_mean;
@@ -74,8 +74,8 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
     v.numbers["busiest_data_stage"] = stage_name(busiest->busiest_stage);
     v.numbers["busiest_data_stage_fraction"] = busiest->busiest_fraction;
     v.numbers["busiest_data_rank"] = busiest->rank;
-    cause = fmt::format("busiest data-rank stage {} ({} of rank {}'s {}), batches {}queued (data ranks {} in credit_wait, "
-                        "{} in wait_for_reader{})",
+    cause = fmt::format("busiest data-rank stage {} ({} of rank {}'s {}), batches {}queued (data ranks {} waiting on "
+                        "their model ranks (credit_wait, unexposed send), {} in wait_for_reader{})",
                         stage_name(busiest->busiest_stage), pct(busiest->busiest_fraction), busiest->rank,
                         busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate
                             ? "reader time" : "main thread",
@@ -93,7 +93,7 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
     v.recommendation = fmt::format(
         "batches were ready but reached the model ranks late: the feed itself is the limit (send {} at {} on rank {}). "
         "Raise train.credits from {} so more batches are in flight, or use a faster transport (roles.transport)",
-        pct(busiest->stage_fraction.at(Stage::send)), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
+        pct(busiest->send_exposed_fraction), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
   } else if (busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate) {
     v.recommendation = fmt::format(
         "the readers cannot keep up ({} threads {} busy in {}): raise train.reader_threads from {} (cores permitting), "
@@ -167,12 +167,12 @@ StallVerdict compute_verdict(const TrainAnalysis& a) {
     total += m.steady_seconds;
   }
   double idle = 0;
-  for (const auto& d : a.data_ranks) idle += d.stage_fraction.at(Stage::credit_wait);
+  for (const auto& d : a.data_ranks) idle += d.waiting_on_model_fraction;
   idle /= std::max<double>(1, static_cast<double>(a.data_ranks.size()));
   v.numbers = {{"input_wait_fraction", a.input_wait_fraction},
                {"exposed_communication_fraction", std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction)},
                {"busy_fraction", total > 0 ? busy / total : 0},
-               {"data_credit_wait_fraction", idle}};
+               {"data_waiting_on_model_fraction", idle}};
   v.summary = fmt::format("model ranks compute {} of their step time; input wait {} (< {}), exposed communication {} "
                           "(< {})",
                           pct(total > 0 ? busy / total : 0), pct(a.input_wait_fraction), pct(compute_bound_input_below),
@@ -180,7 +180,7 @@ StallVerdict compute_verdict(const TrainAnalysis& a) {
                           pct(compute_bound_comm_below));
   v.recommendation = fmt::format(
       "the GPUs are fed: speed up the model step itself (mixed precision, fused kernels, a larger batch per rank) or add "
-      "model ranks. The data ranks sit {} in credit_wait{}",
+      "model ranks. The data ranks spend {} waiting on their model ranks (credit_wait, unexposed send){}",
       pct(idle), idle > 0.5 ? fmt::format(", so fewer data ranks would do (roles.data_per_node from {})",
                                           setting_text(a.settings, "roles.data_per_node"))
                             : "");
