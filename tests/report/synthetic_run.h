@@ -38,6 +38,7 @@ struct SyntheticTrain {
   Stage data_wait_stage = Stage::wait_for_reader;
   double reader_busy_share = 0.9;  // cache_read per reader lane, as a share of the step
   double queue_depth = 0;
+  double send_seconds = 0.001;  // each send span; it starts 2 ms x model rank before the batch_wait ends
   // Clock: local = reference + skew_ns[rank]; the recorded offset is the skew unless
   // record_offsets is false (a broken alignment).
   std::vector<int64_t> skew_ns;
@@ -109,8 +110,8 @@ inline std::vector<RankTimeline> make_train_timelines(const SyntheticTrain& run)
       // staggered by 2 ms so that they do not overlap on the data rank's main lane).
       Span send;
       send.stage = Stage::send;
-      send.start_ns = t0 + ns(wait) - ns(0.002 * m);
-      send.end_ns = send.start_ns + ns(0.001);
+      send.start_ns = t0 + ns(wait) - ns(0.002 * m) - ns(run.send_seconds - 0.001);
+      send.end_ns = send.start_ns + ns(run.send_seconds);
       send.step = step;
       send.peer = m;
       send.sequence = step;

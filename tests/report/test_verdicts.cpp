@@ -76,6 +76,27 @@ TEST(InputBound, QueuedBatchesPointAtTheFeedAndCredits) {
   EXPECT_NE(v->recommendation.find("train.credits from 3"), std::string::npos) << v->recommendation;
 }
 
+TEST(InputBound, ASlowSendIsExposedTransfer) {
+  // One model rank: the batch_wait ends as its 30 ms send ends, so 30 ms of every wait is transfer.
+  SyntheticTrain run;
+  run.model_ranks = 1;
+  run.batch_wait = 0.035;
+  run.send_seconds = 0.031;
+  run.data_wait_stage = Stage::credit_wait;
+  run.reader_busy_share = 0.1;
+  const auto analysis = analyze_train(make_train_timelines(run));
+  EXPECT_NEAR(analysis.transfer_exposed_fraction, 0.030 / 0.136, 0.01);
+  const auto verdicts = train_verdicts(analysis);
+  const StallVerdict* input = find(verdicts, "input_bound");
+  ASSERT_NE(input, nullptr);
+  EXPECT_EQ(input->numbers["busiest_data_stage"], "send");
+  const StallVerdict* comm = find(verdicts, "communication_bound");
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->severity, "HIGH");
+  EXPECT_EQ(comm->numbers["exposed"], "transfer");
+  EXPECT_NE(comm->recommendation.find("train.credits from 3"), std::string::npos) << comm->recommendation;
+}
+
 TEST(ComputeBound, NoWaitAndHiddenCommunication) {
   SyntheticTrain run;
   run.data_wait_stage = Stage::credit_wait;
