@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -193,9 +195,14 @@ Recommendation recommend(const std::vector<PointResult>& results) {
     if (results[i].frames_per_s().mean > results[best].frames_per_s().mean) best = i;
   }
   const Spread best_spread = results[best].frames_per_s();
-  if (best_spread.count < 2) {
-    r.reason = "each point ran once: repeat (--repeat 2 or more) to see the spread before choosing";
-    return r;
+  // Two runs say little about a spread on a shared machine: ask for three before choosing.
+  for (int i : measured) {
+    if (results[i].frames_per_s().count < 3) {
+      r.reason = "no recommendation: " + describe(results[i].point) + " has " +
+                 std::to_string(results[i].frames_per_s().count) +
+                 " successful run(s); repeat every point 3 or more times (--repeat 3) to see the spread before choosing";
+      return r;
+    }
   }
   for (int i : measured) {
     if (i == best) continue;
@@ -285,6 +292,11 @@ int train_once(const SweepOptions& options, const Point& point, bool replay, con
   if (replay) command += " --set train.replay_from_memory=true";
   command += " >" + quote(run_dir.string() + ".log") + " 2>&1";
   const int status = std::system(command.c_str());
+  // system() ignores SIGINT in this process while the child runs: a Ctrl-C shows up here, and
+  // ends the sweep instead of moving on to the next run.
+  if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGQUIT)) {
+    throw Error(ErrorKind::internal, "bench sweep interrupted during the run in " + run_dir.string());
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 

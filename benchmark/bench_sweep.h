@@ -69,8 +69,9 @@ struct Recommendation {
   std::string reason;   // why (or why not)
   std::string yaml;     // the best point's settings as a YAML snippet, when made
 };
-// The point with the highest mean frames/s is recommended only if its slowest repeat is faster
-// than every other point's fastest repeat (the spreads do not overlap). Pure.
+// The point with the highest mean frames/s is recommended only if every point has 3 or more
+// successful repeats and the best one's slowest repeat is faster than every other point's fastest
+// repeat (the spreads do not overlap). Pure.
 Recommendation recommend(const std::vector<PointResult>& results);
 
 std::string format_table(const std::vector<PointResult>& results);

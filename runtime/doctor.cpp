@@ -196,6 +196,7 @@ json to_json(const DoctorFacts& facts, const std::vector<Problem>& problems) {
   json out;
   out["gpu"] = {{"devices", gpus},
                 {"visible", gpus.empty() ? "none visible" : std::to_string(gpus.size())},
+                {"driver_release", facts.gpus.driver_release},
                 {"driver_cuda_version", facts.gpus.driver_version},
                 {"cuda_runtime_version", facts.gpus.runtime_version},
                 {"nccl_version", facts.gpus.nccl_version},
@@ -277,7 +278,8 @@ std::string to_table(const DoctorFacts& facts, const std::vector<Problem>& probl
                                                 std::to_string(gpu.compute_major) + std::to_string(gpu.compute_minor) +
                                                 (gpu.pci_bus_id.empty() ? "" : ", " + gpu.pci_bus_id));
   }
-  row("CUDA driver", or_dash(facts.gpus.driver_version));
+  row("NVIDIA driver", facts.gpus.driver_release.empty() ? "-" : facts.gpus.driver_release + " (supports CUDA " +
+                                                                    or_dash(facts.gpus.driver_version) + ")");
   row("CUDA runtime", facts.gpus.cuda_compiled ? or_dash(facts.gpus.runtime_version) : "not compiled in");
   row("NCCL", facts.gpus.nccl_compiled ? or_dash(facts.gpus.nccl_version) : "not compiled in");
   row("libtorch", facts.torch.version + (facts.torch.cuda_build ? " (CUDA)" : " (CPU only)") + ", device " +

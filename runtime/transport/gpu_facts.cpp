@@ -1,5 +1,8 @@
 #include "runtime/transport/gpu_facts.h"
 
+#include <fstream>
+#include <sstream>
+
 #if SLUICE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -15,10 +18,24 @@ namespace {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
+// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 ..." -> "580.65.06".
+std::string nvidia_driver_release() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  const size_t module = line.find("Kernel Module");
+  if (module == std::string::npos) return "";
+  std::istringstream words(line.substr(module + 13));
+  std::string release;
+  words >> release;
+  return release;
+}
+
 }  // namespace
 
 GpuEnvironment gpu_environment() {
   GpuEnvironment env;
+  env.driver_release = nvidia_driver_release();
   env.cuda_compiled = SLUICE_HAVE_CUDA != 0;
   env.nccl_compiled = SLUICE_HAVE_NCCL != 0;
 #if SLUICE_HAVE_NCCL

@@ -19,6 +19,7 @@ struct GpuEnvironment {
   bool cuda_compiled = false;  // this build has the CUDA transports (cuda_ipc)
   bool nccl_compiled = false;  // this build has the nccl transport
   std::string driver_version;   // CUDA version the driver supports, e.g. "13.0"; "" when no driver
+  std::string driver_release;   // the NVIDIA kernel module's version, e.g. "580.65.06" (/proc/driver/nvidia/version); "" when absent
   std::string runtime_version;  // CUDA runtime linked, e.g. "13.0"; "" when not compiled
   std::string nccl_version;     // e.g. "2.28.3"; "" when not compiled
   std::string problem;          // why no device is visible when the runtime says so (cudaGetDeviceCount's error)

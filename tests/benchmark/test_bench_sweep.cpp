@@ -104,21 +104,23 @@ TEST(Sweep, SpreadAndEfficiencyPerPoint) {
 
 TEST(Sweep, RecommendsOnlyBeyondTheSpread) {
   // Overlapping: 8 is faster on average but its slowest repeat is below 4's fastest.
-  const auto overlapping = recommend({point("4", {900, 1000}, 1000), point("8", {950, 1200}, 1200)});
+  const auto overlapping = recommend({point("4", {900, 1000, 950}, 1000), point("8", {950, 1200, 1100}, 1200)});
   EXPECT_FALSE(overlapping.made);
   EXPECT_NE(overlapping.reason.find("within the run-to-run spread"), std::string::npos) << overlapping.reason;
 
-  const auto clear = recommend({point("4", {900, 1000}, 1000), point("8", {1100, 1200}, 1200)});
+  const auto clear = recommend({point("4", {900, 1000, 950}, 1000), point("8", {1100, 1200, 1150}, 1200)});
   ASSERT_TRUE(clear.made) << clear.reason;
   EXPECT_EQ(clear.best, 1);
   EXPECT_EQ(clear.yaml, "train:\n  batch_size: 8\n");
 
-  const auto once = recommend({point("4", {900}, 1000), point("8", {1200}, 1200)});
-  EXPECT_FALSE(once.made);
-  EXPECT_NE(once.reason.find("--repeat"), std::string::npos);
+  // Two runs a point are too few to trust a spread, however clear the gap looks.
+  const auto twice = recommend({point("4", {900, 1000}, 1000), point("8", {1100, 1200}, 1200)});
+  EXPECT_FALSE(twice.made);
+  EXPECT_NE(twice.reason.find("train.batch_size=4 has 2 successful run(s)"), std::string::npos) << twice.reason;
+  EXPECT_NE(twice.reason.find("--repeat 3"), std::string::npos);
 
   PointResult failed = point("16", {}, 0);
-  const auto single = recommend({point("4", {900, 1000}, 1000), failed});
+  const auto single = recommend({point("4", {900, 1000, 950}, 1000), failed});
   EXPECT_FALSE(single.made);
   EXPECT_EQ(single.reason, "only one point measured: nothing to compare");
 }
