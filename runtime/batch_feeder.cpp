@@ -155,6 +155,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
       wait_start = Clock::now();
       // One send() both waits for a credit and moves the bytes; the channel's own clocks split
       // the call into the two spans the report tells apart.
+      last_target_rank_ = target.rank;
       const transport::ChannelStats before = target.channel->stats();
       const int64_t send_start = timing::now_ns();
       target.channel->send(bytes.data(), bytes.size());

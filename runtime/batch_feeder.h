@@ -73,11 +73,14 @@ class BatchFeeder {
   BatchFeeder(cache::CacheReader& reader, const PlanSchedule& schedule, FeedOptions options);
   // Sends global steps [first_step, end_step) to every target, then closes their channels.
   FeedStats run(int64_t first_step, int64_t end_step, const std::vector<FeedTarget>& targets);
+  // The model rank the last (or current) send went to: whom a failed run() was waiting for.
+  int last_target_rank() const { return last_target_rank_; }
 
  private:
   cache::CacheReader& reader_;
   const PlanSchedule& schedule_;
   FeedOptions options_;
+  int last_target_rank_ = -1;
 };
 
 }  // namespace sluice::runtime

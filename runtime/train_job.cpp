@@ -660,16 +660,15 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
           status.post(mine);
         };
         BatchFeeder feeder(reader, *setup.schedule, feed);
-        if (me.feeds.size() == 1) context.waiting_for = me.feeds.front();
         try {
           rank_stats = feed_stats_json(feeder.run(setup.first_step, setup.end_step, targets), session.rank());
         } catch (const TransportError& error) {
+          context.waiting_for = feeder.last_target_rank();
           add_channels();
           if (!stop_requested()) throw;
           // The model ranks checkpointed and shut their channels: the expected end of a stop.
           rank_stats = json{{"rank", session.rank()}, {"role", "data"}, {"stopped", stop_signal_name()}};
         }
-        context.waiting_for = -1;
         if (timeline.channels.empty()) add_channels();
       } else {
         std::string names;
