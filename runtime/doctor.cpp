@@ -142,9 +142,12 @@ std::vector<Problem> diagnose(const DoctorFacts& facts) {
                         split == std::string::npos ? "launch with mpirun --bind-to none" : w.substr(split + 2)});
   }
 
-  // The cache.
+  // The cache (its directory comes from the config: unknown when the config did not load).
   const CacheFacts& cache = facts.cache;
-  if (cache.dir.empty()) {
+  if (!facts.config_loaded) {
+    problems.push_back({Severity::note, "cache", "the cache was not checked: the config did not load",
+                        "fix the config error above and run doctor again"});
+  } else if (cache.dir.empty()) {
     problems.push_back({Severity::blocking, "cache", "no cache directory given (cache.dir is empty)",
                         "pass --cache DIR (a directory made by `sluice prep`)"});
   } else if (!cache.exists) {
@@ -420,6 +423,7 @@ DoctorFacts collect_facts(const MpiSession& session, const config::Config* confi
   facts.machine_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   facts.usable_cores = usable_cores();
   facts.config_error = config_error;
+  facts.config_loaded = config != nullptr;
   if (config == nullptr) return facts;
 
   facts.model_device = config->string("model.device");

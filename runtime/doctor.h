@@ -68,6 +68,7 @@ struct DoctorFacts {
   std::string binding_warning;  // common/host.h binding_warning for this rank's threads, "" if none
 
   // The config and the plan that `sluice train` would run with.
+  bool config_loaded = true;  // false: the file or an override did not load (config_error says why)
   std::string config_error;  // a ConfigError from loading, planning or validating; "" when valid
   std::string model_device;  // "cpu" | "cuda"
   std::string transport_requested;

@@ -122,12 +122,17 @@ TEST(Doctor, AConfigErrorWithoutAnInstructionKeepsTheWholeMessage) {
   EXPECT_EQ(p.what, "train.yaml:3: unknown key 'train.batchsize' (did you mean train.batch_size?)");
   EXPECT_NE(p.fix.find("same error stops `sluice train`"), std::string::npos);
   DoctorFacts facts = healthy();
+  facts.config_loaded = false;
   facts.config_error = p.what;
   facts.roles.reset();
+  facts.cache = {};
   const auto problems = diagnose(facts);
-  ASSERT_FALSE(problems.empty());
-  EXPECT_EQ(problems.front().severity, Severity::blocking);
-  EXPECT_EQ(problems.front().what, p.what);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0].severity, Severity::blocking);
+  EXPECT_EQ(problems[0].what, p.what);
+  // Not "no cache directory given": the directory is in the config that did not load.
+  EXPECT_EQ(problems[1].severity, Severity::note);
+  EXPECT_EQ(problems[1].what, "the cache was not checked: the config did not load");
 }
 
 TEST(Doctor, APlanTrainCannotRunYetIsBlocking) {

@@ -100,6 +100,7 @@ TEST_F(Tuning, DoctorReportsABadConfigFileWithTrainsErrorAndAMissingCache) {
   const std::string error = report["config"]["error"];
   EXPECT_NE(error.find("train.yaml:2"), std::string::npos) << error;
   EXPECT_NE(error.find("batch_size"), std::string::npos) << error;  // the close match
+  EXPECT_TRUE(has_problem(report, "note", "cache", "the config did not load")) << report["problems"].dump(2);
   // The same words as `sluice train` with that file.
   const CommandResult train = test::run_command(std::string(SLUICE_BINARY) + " train -c " +
                                                 (dir / "train.yaml").string() + " --cache " + cache_.string());
