@@ -32,8 +32,9 @@ void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* wh
     if (done) break;
     if (std::chrono::steady_clock::now() > deadline) {
       throw TransportError(std::string("timed out after ") + std::to_string(timeout_s_) + " s in the " +
-                           what + " of model ranks " + names_ +
-                           ": a model rank died, hung or is far behind (its log names it)");
+                           what + " waiting for the other model rank(s): " + names_ +
+                           ". One of them died, hung, lost its network or is far behind (its log, or mpirun, "
+                           "names it)");
     }
     std::this_thread::yield();
   }

@@ -13,7 +13,8 @@ namespace sluice::runtime {
 
 class MpiGradientReducer : public model::GradientReducer {
  public:
-  // `model_comm` holds exactly the model ranks; `names` describes them for errors.
+  // `model_comm` holds exactly the model ranks; `names` describes the other members (rank and
+  // host) for errors.
   MpiGradientReducer(MPI_Comm model_comm, double timeout_s, std::string names);
   ~MpiGradientReducer() override;
 

@@ -671,9 +671,13 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         }
         if (timeline.channels.empty()) add_channels();
       } else {
-        std::string names;
-        for (int r : setup.model_ranks) names += (names.empty() ? "" : ",") + std::to_string(r);
-        MpiGradientReducer reducer(model_comm, timeout_s, names);
+        // A collective cannot tell which member is late; the others are named with their hosts,
+        // which with two model ranks (or one lost node) is the culprit itself.
+        std::string others;
+        for (int r : setup.model_ranks) {
+          if (r != session.rank()) others += (others.empty() ? "" : ", ") + session.describe(r);
+        }
+        MpiGradientReducer reducer(model_comm, timeout_s, others);
         channel.name = "feed rank " + std::to_string(me.fed_by) + " -> rank " + std::to_string(session.rank());
         auto receiver = replay ? nullptr : transport::make_mpi_receive_channel(session, me.fed_by, channel);
         try {

@@ -143,8 +143,8 @@ link-cut)
   [ -n "$named" ] && echo "rank 1 named the all-reduce $(/usr/bin/python3 -c "import sys
 def s(t): h, m, x = t.split(':'); return int(h) * 3600 + int(m) * 60 + float(x)
 print(f'{s(sys.argv[1]) - s(sys.argv[2][:15]):.2f}')" "$named" "$cut_clock") s after the cut"
-  check_grep "a survivor on node0 names the all-reduce with the unreachable rank 3" \
-    "\[rank 1 @ node0\].*timed out after 4(\.0+)? s in the bucketed gradient all-reduce of model ranks 1,3" "$work/train.out"
+  check_grep "a survivor on node0 names the unreachable rank 3 and its host" \
+    "\[rank 1 @ node0\].*timed out after 4(\.0+)? s in the bucketed gradient all-reduce waiting for the other model rank\(s\): rank 3 \(host node1\)" "$work/train.out"
   # mpirun says it lost node1's daemon ([[job,0],1]) in one of two ways, depending on whether
   # keepalive or a failed send notices first.
   check_grep "mpirun reports the lost connection to node1's daemon" \
