@@ -24,6 +24,7 @@
 #include "runtime/mpi_gradient_reducer.h"
 #include "report/write_report.h"
 #include "runtime/report_printer.h"
+#include "runtime/finish_line.h"
 #include "runtime/role_plan.h"
 #include "runtime/status_board.h"
 #include "timing/clock_sync.h"
@@ -147,6 +148,7 @@ struct RunSetup {
 // whom it was waiting for when a wait failed (for the timeline of a failed run).
 struct RankContext {
   StatusBoard* status = nullptr;
+  FinishLine* finish = nullptr;
   timing::InjectedDelay delay;
   int waiting_for = -1;
 };
@@ -402,6 +404,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
       window_loss = 0;
       window_steps = 0;
     }
+    context.finish->still_working();
     if (context.status != nullptr && context.status->due()) {
       const double seconds = seconds_since(interval.start);
       RankStatus status;
@@ -437,7 +440,9 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     }
     if (channel != nullptr) channel->close();
   } else {
+    context.finish->still_working();
     const double final_validation = validation_loss(trainer, reader, setup, model_index, plan, reducer);
+    context.finish->still_working();
     validations.push_back({{"global_step", setup.end_step}, {"loss", final_validation}});
     if (speaker) {
       checkpoints.save(trainer, position_json(setup.end_step));
@@ -468,6 +473,24 @@ json feed_stats_json(const FeedStats& stats, int rank) {
 }
 
 constexpr int timeline_tag = 7320;
+
+// Whom a rank tells that it is still working (runtime/finish_line.h): a model rank its data rank
+// and rank 0; the first model rank, which writes the checkpoints, also the other model ranks.
+std::vector<int> finish_line_watchers(const MpiSession& session, const RunSetup& setup, const RankPlacement& me) {
+  std::vector<int> watchers;
+  if (me.role != Role::model) return watchers;
+  const auto add = [&](int rank) {
+    if (rank >= 0 && rank != session.rank() && std::find(watchers.begin(), watchers.end(), rank) == watchers.end()) {
+      watchers.push_back(rank);
+    }
+  };
+  add(me.fed_by);
+  add(0);
+  if (!setup.model_ranks.empty() && setup.model_ranks.front() == session.rank()) {
+    for (int r : setup.model_ranks) add(r);
+  }
+  return watchers;
+}
 
 json channel_json(const std::string& name, int peer, const char* direction, const transport::ChannelStats& stats) {
   return {{"name", name},
@@ -589,6 +612,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
                                                config.number("debug.delay_ms"), config.integer("debug.delay_every"));
   StatusBoard status(session, config.number("runtime.status_every_s"));
   context.status = &status;
+  FinishLine finish(session, timeout_s, finish_line_watchers(session, setup, me));
+  context.finish = &finish;
   timing::RankTimeline timeline = timeline_identity(session, config, me, setup.roles.transport, context);
   const int pings = static_cast<int>(config.integer("runtime.clock_pings"));
   timeline.clock.start = timing::estimate_clock_offset(session, pings, timeout_s);
@@ -692,6 +717,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         MPI_Comm_free(&model_comm);
       }
     }
+    finish.wait_for_everyone();
   } catch (const Error& error) {
     // What this rank saw up to the failure goes to its own timeline file, so that
     // `sluice report RUN_DIR` can say who stopped where (the other ranks do the same).
