@@ -17,6 +17,7 @@
 #include "model/model_config.h"
 #include "runtime/batch_feeder.h"
 #include "runtime/batch_plan.h"
+#include "runtime/settings.h"
 
 namespace sluice::runtime {
 
@@ -335,35 +336,6 @@ std::string mpi_library_version() {
   return version;
 }
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
-// The batch-plan settings as run_train reads them (runtime/train_job.cpp plan_config).
-BatchPlanConfig plan_config(const config::Config& config) {
-  BatchPlanConfig plan;
-  for (const auto& edge : split_list(config.string("train.bucket_edges"))) {
-    try {
-      plan.bucket_edges.push_back(std::stoi(edge));
-    } catch (const std::exception&) {
-      throw ConfigError("train.bucket_edges: '" + edge + "' is not a whole number of frames");
-    }
-  }
-  plan.n_buckets = static_cast<int>(config.integer("train.n_buckets"));
-  plan.batch_size = static_cast<int>(config.integer("train.batch_size"));
-  plan.frame_budget = config.integer("train.frame_budget");
-  plan.seed = static_cast<uint64_t>(config.integer("train.seed"));
-  plan.pad_multiple = static_cast<int>(config.integer("train.pad_multiple"));
-  return plan;
-}
-
 void collect_cache(const config::Config& config, const DoctorOptions& options, DoctorFacts& facts) {
   CacheFacts& cache = facts.cache;
   cache.dir = config.string("cache.dir");
@@ -381,7 +353,7 @@ void collect_cache(const config::Config& config, const DoctorOptions& options, D
       try {
         SplitSamples split = split_samples(reader.entries(), config.number("train.validation_fraction"),
                                            static_cast<uint64_t>(config.integer("train.validation_seed")));
-        PlanSchedule schedule(std::move(split.train), plan_config(config),
+        PlanSchedule schedule(std::move(split.train), batch_plan_config(config),
                               static_cast<int>(facts.roles->model_ranks().size()));
         (void)schedule.epoch(0);
       } catch (const ConfigError& error) {
@@ -431,26 +403,22 @@ DoctorFacts collect_facts(const MpiSession& session, const config::Config* confi
   facts.reader_threads = static_cast<int>(config->integer("train.reader_threads"));
 
   // The topology: this launch's ranks, or --ranks N spread over --nodes M.
-  RolePlanRequest request;
+  std::vector<std::string> hosts;
   if (options.ranks > 0 && session.size() == 1) {
     const int nodes = std::max(1, options.nodes);
     for (int r = 0; r < options.ranks; ++r) {
       // Block distribution, as mpirun --map-by node would not do but srun/-N does by default.
       const int node = static_cast<int>(static_cast<int64_t>(r) * nodes / options.ranks);
-      request.hosts.push_back(nodes == 1 ? host_name() : "node" + std::to_string(node));
+      hosts.push_back(nodes == 1 ? host_name() : "node" + std::to_string(node));
     }
   } else {
-    for (int r = 0; r < session.size(); ++r) request.hosts.push_back(session.host_of(r));
+    for (int r = 0; r < session.size(); ++r) hosts.push_back(session.host_of(r));
   }
-  facts.planned_ranks = static_cast<int>(request.hosts.size());
+  facts.planned_ranks = static_cast<int>(hosts.size());
   const bool wants_gpu = facts.model_device == "cuda";
   // As run_train: a CPU run plans without GPUs; a CUDA run with the GPUs libtorch sees.
   facts.gpus_per_node = wants_gpu ? (options.gpus_per_node >= 0 ? options.gpus_per_node : facts.torch.cuda_devices) : 0;
-  request.gpus_per_node = facts.gpus_per_node;
-  request.data_per_node = static_cast<int>(config->integer("roles.data_per_node"));
-  request.layout = split_list(config->string("roles.layout"));
-  request.transport = facts.transport_requested;
-  request.model_needs_gpu = wants_gpu;
+  const RolePlanRequest request = role_plan_request(*config, std::move(hosts), facts.gpus_per_node);
   if (facts.config_error.empty()) {
     try {
       facts.roles = plan_roles(request);

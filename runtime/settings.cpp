@@ -1,6 +1,10 @@
 #include "runtime/settings.h"
 
+#include <sstream>
+
 #include <nlohmann/json.hpp>
+
+#include "common/error.h"
 
 namespace sluice::runtime {
 namespace {
@@ -218,6 +222,45 @@ dataset::CorpusOptions corpus_options(const config::Config& config) {
   options.speaker = config.string("corpus.speaker");
   options.language = config.string("corpus.language");
   return options;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+BatchPlanConfig batch_plan_config(const config::Config& config) {
+  BatchPlanConfig plan;
+  for (const auto& edge : split_list(config.string("train.bucket_edges"))) {
+    try {
+      plan.bucket_edges.push_back(std::stoi(edge));
+    } catch (const std::exception&) {
+      throw ConfigError("train.bucket_edges: '" + edge + "' is not a whole number of frames");
+    }
+  }
+  plan.n_buckets = static_cast<int>(config.integer("train.n_buckets"));
+  plan.batch_size = static_cast<int>(config.integer("train.batch_size"));
+  plan.frame_budget = config.integer("train.frame_budget");
+  plan.seed = static_cast<uint64_t>(config.integer("train.seed"));
+  plan.pad_multiple = static_cast<int>(config.integer("train.pad_multiple"));
+  return plan;
+}
+
+RolePlanRequest role_plan_request(const config::Config& config, std::vector<std::string> hosts, int gpus_per_node) {
+  RolePlanRequest request;
+  request.hosts = std::move(hosts);
+  request.model_needs_gpu = config.string("model.device") == "cuda";
+  request.gpus_per_node = request.model_needs_gpu ? gpus_per_node : 0;  // a CPU run plans without GPUs
+  request.data_per_node = static_cast<int>(config.integer("roles.data_per_node"));
+  request.layout = split_list(config.string("roles.layout"));
+  request.transport = config.string("roles.transport");
+  return request;
 }
 
 nlohmann::json output_settings(const config::Config& config) {

@@ -26,6 +26,7 @@
 #include "runtime/report_printer.h"
 #include "runtime/finish_line.h"
 #include "runtime/role_plan.h"
+#include "runtime/settings.h"
 #include "runtime/status_board.h"
 #include "timing/clock_sync.h"
 #include "timing/injected_delay.h"
@@ -45,34 +46,6 @@ std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
-BatchPlanConfig plan_config(const config::Config& config) {
-  BatchPlanConfig plan;
-  for (const auto& edge : split_list(config.string("train.bucket_edges"))) {
-    try {
-      plan.bucket_edges.push_back(std::stoi(edge));
-    } catch (const std::exception&) {
-      throw ConfigError("train.bucket_edges: '" + edge + "' is not a whole number of frames");
-    }
-  }
-  plan.n_buckets = static_cast<int>(config.integer("train.n_buckets"));
-  plan.batch_size = static_cast<int>(config.integer("train.batch_size"));
-  plan.frame_budget = config.integer("train.frame_budget");
-  plan.seed = static_cast<uint64_t>(config.integer("train.seed"));
-  plan.pad_multiple = static_cast<int>(config.integer("train.pad_multiple"));
-  return plan;
 }
 
 model::OptimizerConfig optimizer_config(const config::Config& config) {
@@ -242,7 +215,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   const int model_index = model_index_of(setup, session.rank());
   const bool speaker = model_index == 0;  // the first model rank logs and checkpoints
   const fs::path run_dir = config.string("train.run_dir");
-  const BatchPlanConfig plan = plan_config(config);
+  const BatchPlanConfig plan = batch_plan_config(config);
   const auto& manifest = reader.manifest();
 
   model::ModelConfig model;
@@ -536,13 +509,10 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   auto reader = cache::CacheReader::open(config.string("cache.dir"));
 
   RunSetup setup;
-  RolePlanRequest request;
-  for (int r = 0; r < session.size(); ++r) request.hosts.push_back(session.host_of(r));
-  request.gpus_per_node = config.string("model.device") == "cuda" ? model::cuda_device_count() : 0;
-  request.data_per_node = static_cast<int>(config.integer("roles.data_per_node"));
-  request.layout = split_list(config.string("roles.layout"));
-  request.transport = config.string("roles.transport");
-  request.model_needs_gpu = config.string("model.device") == "cuda";
+  std::vector<std::string> hosts;
+  for (int r = 0; r < session.size(); ++r) hosts.push_back(session.host_of(r));
+  const RolePlanRequest request = role_plan_request(
+      config, std::move(hosts), config.string("model.device") == "cuda" ? model::cuda_device_count() : 0);
   // Under Slurm, its view of tasks, nodes and GPUs must match the hosts the plan is built from.
   check_slurm_topology(session, config.number("runtime.timeout_s"), request.model_needs_gpu ? request.gpus_per_node : -1);
   setup.roles = plan_roles(request);
@@ -558,7 +528,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
                       " is not wired into `sluice train` in this build yet; use mpi (CPU) for now");
   }
 
-  const BatchPlanConfig plan = plan_config(config);
+  const BatchPlanConfig plan = batch_plan_config(config);
   SplitSamples split = split_samples(reader.entries(), config.number("train.validation_fraction"),
                                      static_cast<uint64_t>(config.integer("train.validation_seed")));
   setup.validation = std::move(split.validation);
