@@ -28,6 +28,12 @@ std::string bandwidth_text(double bytes_per_s) {
   return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
 }
 
+std::string bytes_text(double bytes) {
+  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
+  return fmt::format("{:.0f} kB", bytes / 1e3);
+}
+
 // A baseline bandwidth from any rank's summary (bytes/s), 0 when none was measured.
 double baseline(const TrainAnalysis& a, const std::string& key) {
   for (const auto& t : a.timelines) {
@@ -130,22 +136,43 @@ StallVerdict communication_verdict(const TrainAnalysis& a) {
   const double achieved = allreduce ? (reduce_seconds > 0 ? static_cast<double>(bytes) / reduce_seconds : 0)
                                     : (send_seconds > 0 ? sent / send_seconds : 0);
   const double base = baseline(a, allreduce ? "allreduce_baseline_bytes_per_s" : "transfer_baseline_bytes_per_s");
+  // The all-reduce of one step against the time its bytes take at the baseline: a wait much
+  // longer than that is not bandwidth but skew (slower peers) or progress (CPU MPI advances
+  // non-blocking collectives only inside MPI calls).
+  double exposed_s = 0, steps = 0;
+  for (const auto& m : a.model_ranks) {
+    const auto it = m.stages.find(Stage::allreduce_exposed);
+    if (it != m.stages.end()) exposed_s += it->second.per_step.total;
+    steps += static_cast<double>(m.steady_steps);
+  }
+  const double bytes_per_step = steps > 0 ? static_cast<double>(bytes) / steps : 0;
+  const double exposed_per_step = steps > 0 ? exposed_s / steps : 0;
+  const double baseline_step_s = base > 0 ? bytes_per_step / base : 0;
   v.numbers = {{"allreduce_exposed_fraction", a.allreduce_exposed_fraction},
                {"transfer_exposed_fraction", a.transfer_exposed_fraction},
                {"exposed", allreduce ? "allreduce" : "transfer"},
                {"achieved_bytes_per_s", achieved},
-               {"baseline_bytes_per_s", base > 0 ? json(base) : json(nullptr)}};
+               {"baseline_bytes_per_s", base > 0 ? json(base) : json(nullptr)},
+               {"allreduce_bytes_per_step", bytes_per_step},
+               {"allreduce_exposed_seconds_per_step", exposed_per_step},
+               {"allreduce_baseline_seconds_per_step", base > 0 ? json(baseline_step_s) : json(nullptr)}};
   const std::string against =
-      base > 0 ? fmt::format("{} of the measured baseline {}", pct(achieved / base), bandwidth_text(base))
+      base > 0 ? (allreduce ? fmt::format("the {} per step take {:.1f} ms at the measured baseline {}; the exposed "
+                                          "wait is {:.1f} ms per step",
+                                          bytes_text(bytes_per_step), 1e3 * baseline_step_s, bandwidth_text(base),
+                                          1e3 * exposed_per_step)
+                            : fmt::format("{} of the measured baseline {}", pct(achieved / base), bandwidth_text(base)))
                : "no baseline measured";
   v.summary = fmt::format("exposed {} is {} of model-rank step time ({} at least {}); achieved {} ({})",
                           allreduce ? "gradient all-reduce" : "batch transfer", pct(comm), v.severity,
                           pct(v.severity == "HIGH" ? comm_bound_high : comm_bound_moderate),
                           bandwidth_text(achieved), against);
   if (allreduce) {
-    v.recommendation = base > 0 && achieved < 0.5 * base
-                           ? "the all-reduce reaches less than half the measured bandwidth: check the network path "
-                             "(interface, NCCL/MPI transport selection) before changing the job"
+    v.recommendation = base > 0 && exposed_per_step > 2 * baseline_step_s
+                           ? "the exposed wait is more than twice what moving the gradients takes at the measured "
+                             "bandwidth: the model ranks wait for each other (a slower rank: see straggler; uneven "
+                             "batches) or for MPI to progress the reduction (CPU MPI advances it only inside MPI "
+                             "calls), not for the network; even out the ranks before tuning communication"
                            : "hide more of the all-reduce under backward (more, smaller gradient buckets start "
                              "earlier), accumulate gradients over more micro-steps (optim.accumulation) or use a "
                              "larger batch per rank so that each step communicates less per sample";

@@ -1,8 +1,10 @@
 #include "runtime/mpi_gradient_reducer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <thread>
+#include <vector>
 
 #include "common/error.h"
 #include "common/mpi_session.h"
@@ -53,6 +55,19 @@ void MpiGradientReducer::all_reduce_sum(float* data, size_t count) {
     offset += piece;
   }
   wait(requests, "gradient all-reduce");
+}
+
+double MpiGradientReducer::measure_bandwidth(size_t floats, int repeats) {
+  std::vector<float> buffer(std::max<size_t>(1, floats), 1.0f);
+  const double exposed = exposed_seconds_;
+  double best = 1e300;
+  for (int i = 0; i < repeats; ++i) {
+    const auto begin = std::chrono::steady_clock::now();
+    all_reduce_sum(buffer.data(), buffer.size());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  }
+  exposed_seconds_ = exposed;
+  return static_cast<double>(buffer.size() * sizeof(float)) / best;
 }
 
 void MpiGradientReducer::start(int /*bucket_id*/, float* data, size_t count) {

@@ -27,6 +27,11 @@ class MpiGradientReducer : public model::GradientReducer {
   // Seconds spent inside wait_all() / all_reduce_sum(): the reduction not hidden behind backward.
   double exposed_seconds() const { return exposed_seconds_; }
 
+  // The report's baseline: bytes per second of a blocking all-reduce of `floats` floats among the
+  // model ranks with nothing else running (best of `repeats`). Collective: every model rank calls
+  // it at the same point. Not counted in exposed_seconds().
+  double measure_bandwidth(size_t floats, int repeats);
+
  private:
   void wait(std::vector<MPI_Request>& requests, const char* what);
 

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -121,6 +123,8 @@ struct RunSetup {
 // whom it was waiting for when a wait failed (for the timeline of a failed run).
 struct RankContext {
   StatusBoard* status = nullptr;
+  // Model ranks with peers: measures the all-reduce baseline for `floats` gradient values.
+  std::function<double(size_t floats)> measure_allreduce;
   FinishLine* finish = nullptr;
   timing::InjectedDelay delay;
   int waiting_for = -1;
@@ -231,6 +235,9 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   model::Trainer trainer(model, optimizer_config(config), static_cast<uint64_t>(config.integer("train.seed")),
                          reducer);
   if (speaker) logger()->info("{}", trainer.describe());
+  // The report compares the all-reduce bandwidth achieved in training with this one.
+  const double allreduce_baseline =
+      context.measure_allreduce ? context.measure_allreduce(static_cast<size_t>(trainer.parameter_count())) : 0.0;
 
   Checkpoints checkpoints(run_dir);
   if (setup.resume_from) {
@@ -435,6 +442,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
           {"steady_steps", setup.end_step - setup.first_step - warmup},
           {"steady_seconds", steady_s},
           {"steady_padded_frames_per_second", double(steady_padded_frames) / steady_s},
+          {"allreduce_baseline_bytes_per_s", allreduce_baseline},
           {"losses", losses},
           {"validation", validations}};
 }
@@ -446,6 +454,19 @@ json feed_stats_json(const FeedStats& stats, int rank) {
 }
 
 constexpr int timeline_tag = 7320;
+
+// The report's baseline for host transports (mpi, inproc): bytes per second of a plain memcpy of
+// the plan's largest batch on this rank, best of 5.
+double host_copy_bandwidth(size_t bytes) {
+  std::vector<char> from(std::max<size_t>(1, bytes), 1), to(from.size());
+  double best = 1e300;
+  for (int i = 0; i < 5; ++i) {
+    const auto begin = Clock::now();
+    std::memcpy(to.data(), from.data(), from.size());
+    best = std::min(best, seconds_since(begin));
+  }
+  return static_cast<double>(from.size()) / std::max(best, 1e-9);
+}
 
 // Whom a rank tells that it is still working (runtime/finish_line.h): a model rank its data rank
 // and rank 0; the first model rank, which writes the checkpoints, also the other model ranks.
@@ -656,7 +677,9 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         };
         BatchFeeder feeder(reader, *setup.schedule, feed);
         try {
+          const double copy_baseline = host_copy_bandwidth(channel.slot_bytes);
           rank_stats = feed_stats_json(feeder.run(setup.first_step, setup.end_step, targets), session.rank());
+          rank_stats["transfer_baseline_bytes_per_s"] = copy_baseline;
         } catch (const TransportError& error) {
           context.waiting_for = feeder.last_target_rank();
           add_channels();
@@ -675,6 +698,9 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         MpiGradientReducer reducer(model_comm, timeout_s, others);
         channel.name = "feed rank " + std::to_string(me.fed_by) + " -> rank " + std::to_string(session.rank());
         auto receiver = replay ? nullptr : transport::make_mpi_receive_channel(session, me.fed_by, channel);
+        if (setup.model_ranks.size() > 1) {
+          context.measure_allreduce = [&reducer](size_t floats) { return reducer.measure_bandwidth(floats, 3); };
+        }
         try {
           rank_stats = train_model(session, config, setup, reader, receiver.get(), me.fed_by,
                                    setup.model_ranks.size() > 1 ? &reducer : nullptr, context);
