@@ -17,14 +17,8 @@ shift $(( $# < 3 ? $# : 3 ))
 [ "${1:-}" = "--" ] && shift
 sluice=$build/launcher/sluice
 work=${BENCH_DIR:-/tmp/sluice-bench-feed}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-
-scripts/make-sample-corpus.sh data/sample-corpus >/dev/null
-mkdir -p "$work"
-[ -f "$work/cache/manifest.json" ] || "$sluice" prep --corpus data/sample-corpus --out "$work/cache" >/dev/null 2>&1
-
-launcher=""
-[ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
+. bench/train/sample_cache.sh
+sample_cache "$work" "$sluice" "$ranks"
 run() {  # name, extra settings
   rm -rf "$work/$1"
   $launcher "$sluice" train --cache "$work/cache" --run-dir "$work/$1" --steps "$steps" \

@@ -16,13 +16,8 @@ ranks=${3:-3}
 pairs=${4:-3}
 sluice=$build/launcher/sluice
 work=${BENCH_DIR:-/tmp/sluice-bench-timing}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-
-scripts/make-sample-corpus.sh data/sample-corpus >/dev/null
-mkdir -p "$work"
-[ -f "$work/cache/manifest.json" ] || "$sluice" prep --corpus data/sample-corpus --out "$work/cache" >/dev/null 2>&1
-launcher=""
-[ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
+. bench/train/sample_cache.sh
+sample_cache "$work" "$sluice" "$ranks"
 for pair in $(seq 1 "$pairs"); do
   for timing in true false; do
     rm -rf "$work/$timing-$pair"

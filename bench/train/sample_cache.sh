@@ -1,0 +1,13 @@
+# Sourced by the bench/train scripts: the sample corpus's cache for benchmark runs, and the
+# environment and launcher they share.
+#   sample_cache WORK SLUICE RANKS   makes WORK/cache (once) and sets $launcher for RANKS ranks
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+sample_cache() {
+  local work=$1 sluice=$2 ranks=$3
+  scripts/make-sample-corpus.sh data/sample-corpus >/dev/null
+  mkdir -p "$work"
+  [ -f "$work/cache/manifest.json" ] || "$sluice" prep --corpus data/sample-corpus --out "$work/cache" >/dev/null 2>&1
+  launcher=""
+  if [ "$ranks" -gt 1 ]; then launcher="mpirun --bind-to none -np $ranks"; fi
+}
