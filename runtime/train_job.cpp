@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <thread>
 
 #include <sys/resource.h>
@@ -119,8 +118,9 @@ struct RunSetup {
   std::optional<json> resume_from;
 };
 
-// What a rank carries through the run besides the plan: its live status, the debug delay, and
-// whom it was waiting for when a wait failed (for the timeline of a failed run).
+// What a rank carries through the run besides the plan: its live status, its signs of life for
+// the end of the run, the all-reduce baseline, the debug delay, and whom it was waiting for when a
+// wait failed (for the timeline of a failed run).
 struct RankContext {
   StatusBoard* status = nullptr;
   // Model ranks with peers: measures the all-reduce baseline for `floats` gradient values.
@@ -346,11 +346,13 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     }
     compute_s += seconds_since(start);
     interval.busy_s += seconds_since(start);
-    for (int32_t i = 0; i < batch.header->batch_size; ++i) frames += batch.mel_lens[i];
+    int64_t batch_frames = 0;
+    for (int32_t i = 0; i < batch.header->batch_size; ++i) batch_frames += batch.mel_lens[i];
+    frames += batch_frames;
     samples += batch.header->batch_size;
     ++interval.steps;
     interval.samples += batch.header->batch_size;
-    for (int32_t i = 0; i < batch.header->batch_size; ++i) interval.frames += batch.mel_lens[i];
+    interval.frames += batch_frames;
     steady_padded_frames += int64_t{batch.header->batch_size} * batch.header->max_frames;
     if (channel != nullptr) channel->release(*received);
     ++global;
