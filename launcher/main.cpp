@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
       "or `srun` to split the work across ranks by audio duration; reruns keep finished shards.");
   prep_config.attach(*prep);
   prep->footer(
-      "Writes CACHE/shard-NNNNN.h5, index.h5, manifest.json (last), rejects.jsonl, prep-report.json "
-      "and the effective config sluice-prep.yaml.\nExit codes: 0 done; 1 failed (finished shards are "
+      "Writes CACHE/shard-NNNNN.h5, index.h5, manifest.json (last), rejects.jsonl, prep-report.json, "
+      "the effective config sluice-prep.yaml, timeline/rank-N.json and the prep report (report.md, report.json, "
+      "report.html, trace.json).\nExit codes: 0 done; 1 failed (finished shards are "
       "kept: rerun to resume); 2 bad option or config, or the cache was made from other inputs "
       "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl).");
   prep->add_option("--corpus", prep_corpus, "corpus to read (sets corpus.path): LJSpeech folder or .jsonl manifest");
@@ -87,7 +88,10 @@ int main(int argc, char** argv) {
   train->add_option("--steps", train_steps, "global steps to train (sets train.steps)");
   train->add_flag("--resume", train_resume,
                   "continue from RUN_DIR/checkpoints/latest.json with the next unseen batch");
-  train->footer("Exit codes: 0 done; 1 failed (a rank, its host and what it waited for are named); "
+  train->footer("Writes RUN_DIR/checkpoints/, RUN_DIR/ranks/rank-N.json, RUN_DIR/timeline/rank-N.json (every stage of "
+                "every rank) and, from rank 0 at the end, the bottleneck report: report.md, report.json, report.html, "
+                "trace.json (`sluice report RUN_DIR` rewrites it offline).\n"
+                "Exit codes: 0 done; 1 failed (a rank, its host and what it waited for are named); "
                 "2 bad option or config; 4 stopped by SIGTERM/SIGUSR1 after writing a checkpoint "
                 "(rerun with --resume).");
 
