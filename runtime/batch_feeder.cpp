@@ -58,6 +58,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
   auto& recorder = timing::SpanRecorder::global();
   const timing::InjectedDelay& delay = options_.delay;
   const int rank = options_.rank;
+  const uint16_t queue_depth = recorder.counter("queue_depth");
 
   std::mutex mutex;
   std::condition_variable changed;
@@ -150,7 +151,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
         for (const auto& batch : ready) queued += batch.has_value() ? 1 : 0;
       }
       changed.notify_all();
-      recorder.count("queue_depth", static_cast<double>(queued));
+      recorder.count(queue_depth, static_cast<double>(queued));
       stats.wait_s += seconds_since(wait_start);
       wait_start = Clock::now();
       // One send() both waits for a credit and moves the bytes; the channel's own clocks split

@@ -20,11 +20,7 @@
 #include "common/log.h"
 #include "common/slurm_env.h"
 #include "dataset/audio.h"
-#include "report/write_report.h"
-#include "runtime/report_printer.h"
-#include "timing/clock_sync.h"
-#include "timing/span_recorder.h"
-#include "timing/timeline_file.h"
+#include "runtime/rank_timing.h"
 #include "dataset/phonemizer.h"
 #include "dataset/vocabulary.h"
 #include "runtime/prep_plan.h"
@@ -467,24 +463,17 @@ int run_prep(const MpiSession& session, const config::Config& config) {
     if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
   }
   // Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
-  auto& recorder = timing::SpanRecorder::global();
-  recorder.set_enabled(config.boolean("runtime.timing"));
-  recorder.set_capacity(static_cast<size_t>(config.integer("runtime.timing_capacity")));
-  recorder.name_this_thread("main");
-  settings.rank = session.rank();
-  settings.delay = timing::InjectedDelay::parse(config.string("debug.delay_stage"), config.string("debug.delay_ranks"),
-                                                config.number("debug.delay_ms"), config.integer("debug.delay_every"));
-  timing::RankTimeline timeline;
-  timeline.job = "prep";
-  timeline.rank = session.rank();
-  timeline.world_size = session.size();
-  timeline.host = session.host();
-  timeline.role = "prep";
-  timeline.injected_delay = settings.delay.to_json();
-  timeline.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", settings.threads},
+  timing::RankTimeline identity;
+  identity.job = "prep";
+  identity.rank = session.rank();
+  identity.world_size = session.size();
+  identity.host = session.host();
+  identity.role = "prep";
+  identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", settings.threads},
                        {"runtime.timeout_s", timeout_s}};
-  const int pings = static_cast<int>(config.integer("runtime.clock_pings"));
-  timeline.clock.start = timing::estimate_clock_offset(session, pings, timeout_s);
+  RankTiming rank_timing(session, config, std::move(identity));
+  settings.rank = session.rank();
+  settings.delay = rank_timing.delay();
 
   ShardBuilder builder(listing, plan, settings, vocabulary);
   builder.start(mine);
@@ -494,29 +483,10 @@ int run_prep(const MpiSession& session, const config::Config& config) {
     outcome = session.rank() == 0 ? coordinate(session, config, builder, plan, out_settings, vocabulary_json, started)
                                   : follow(session, builder, interval_s, timeout_s);
   } catch (const Error& error) {
-    timeline.status = "failed";
-    timeline.error = error.what();
-    timeline.take(recorder.snapshot());
-    try {
-      timing::write_timeline(dir, timeline);
-    } catch (const std::exception& write_error) {
-      logger()->warn("could not write this rank's timeline after the failure: {}", write_error.what());
-    }
+    rank_timing.write_failed(dir, error.what(), -1, json::object());
     throw;
   }
-  timing::finish_alignment(timeline.clock, timing::estimate_clock_offset(session, pings, timeout_s));
-  timeline.status = outcome == prep_ok ? "finished" : "failed";
-  timeline.take(recorder.snapshot());
-  timing::write_timeline(dir, timeline);
-  const auto all = gather_strings(session, timeline.to_json().dump(), tag_timeline, timeout_s, "the ranks' timelines");
-  if (session.rank() == 0) {
-    for (int r = 1; r < session.size(); ++r) {
-      if (!fs::exists(timing::timeline_path(dir, r))) {
-        write_file_atomically(timing::timeline_path(dir, r), all[static_cast<size_t>(r)] + "\n");
-      }
-    }
-    if (recorder.enabled()) print_report(dir, [](const fs::path& d) { return report::write_prep_report(d); });
-  }
+  rank_timing.write_finished(dir, outcome == prep_ok ? "finished" : "failed", json::object(), tag_timeline);
   return outcome;
 }
 

@@ -23,16 +23,12 @@
 #include "runtime/batch_buffer.h"
 #include "runtime/batch_feeder.h"
 #include "runtime/mpi_gradient_reducer.h"
-#include "report/write_report.h"
-#include "runtime/report_printer.h"
 #include "runtime/finish_line.h"
+#include "runtime/rank_timing.h"
 #include "runtime/role_plan.h"
 #include "runtime/settings.h"
 #include "runtime/status_board.h"
-#include "timing/clock_sync.h"
-#include "timing/injected_delay.h"
 #include "timing/span_recorder.h"
-#include "timing/timeline_file.h"
 #include "runtime/transport/inproc_channel.h"
 #include "runtime/transport/mpi_channel.h"
 
@@ -500,8 +496,7 @@ json channel_json(const std::string& name, int peer, const char* direction, cons
 
 // Who this rank is in the run, and the settings the report compares periods and limits with.
 timing::RankTimeline timeline_identity(const MpiSession& session, const config::Config& config,
-                                       const RankPlacement& me, const std::string& transport,
-                                       const RankContext& context) {
+                                       const RankPlacement& me, const std::string& transport) {
   timing::RankTimeline timeline;
   timeline.job = "train";
   timeline.rank = session.rank();
@@ -511,7 +506,6 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
   timeline.role = to_string(me.role);
   timeline.feeds = me.feeds;
   timeline.fed_by = me.fed_by;
-  timeline.injected_delay = context.delay.to_json();
   const json all = config.to_json();
   for (const std::string key : {"train.checkpoint_every", "train.validation_every", "train.log_every",
                                 "train.credits", "train.batch_size", "train.frame_budget", "train.reader_threads",
@@ -597,19 +591,14 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
 
   // Timing: every rank records its stages; clocks are aligned to rank 0's at start and at end.
   auto& recorder = timing::SpanRecorder::global();
-  recorder.set_enabled(config.boolean("runtime.timing"));
-  recorder.set_capacity(static_cast<size_t>(config.integer("runtime.timing_capacity")));
-  recorder.name_this_thread("main");
+  RankTiming rank_timing(session, config, timeline_identity(session, config, me, setup.roles.transport));
+  timing::RankTimeline& timeline = rank_timing.timeline();
   RankContext context;
-  context.delay = timing::InjectedDelay::parse(config.string("debug.delay_stage"), config.string("debug.delay_ranks"),
-                                               config.number("debug.delay_ms"), config.integer("debug.delay_every"));
+  context.delay = rank_timing.delay();
   StatusBoard status(session, config.number("runtime.status_every_s"));
   context.status = &status;
   FinishLine finish(session, timeout_s, finish_line_watchers(session, setup, me));
   context.finish = &finish;
-  timing::RankTimeline timeline = timeline_identity(session, config, me, setup.roles.transport, context);
-  const int pings = static_cast<int>(config.integer("runtime.clock_pings"));
-  timeline.clock.start = timing::estimate_clock_offset(session, pings, timeout_s);
 
   FeedOptions feed;
   feed.reader_threads = static_cast<int>(config.integer("train.reader_threads"));
@@ -717,18 +706,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
     }
     finish.wait_for_everyone();
   } catch (const Error& error) {
-    // What this rank saw up to the failure goes to its own timeline file, so that
-    // `sluice report RUN_DIR` can say who stopped where (the other ranks do the same).
-    timeline.status = "failed";
-    timeline.error = error.what();
-    timeline.waiting_for = context.waiting_for;
-    timeline.summary = rank_stats;
-    timeline.take(recorder.snapshot());
-    try {
-      timing::write_timeline(run_dir, timeline);
-    } catch (const std::exception& write_error) {
-      logger()->warn("could not write this rank's timeline after the failure: {}", write_error.what());
-    }
+    rank_timing.write_failed(run_dir, error.what(), context.waiting_for, rank_stats);
     throw;
   }
   rank_stats["peak_rss_bytes"] = peak_rss_bytes();
@@ -736,23 +714,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   write_file_atomically(run_dir / "ranks" / ("rank-" + std::to_string(session.rank()) + ".json"),
                         rank_stats.dump(2) + "\n");
 
-  timeline.status = stop_requested() ? "stopped" : "finished";
-  timing::finish_alignment(timeline.clock, timing::estimate_clock_offset(session, pings, timeout_s));
-  timeline.summary = rank_stats;
-  timeline.take(recorder.snapshot());
-  const std::string mine = timeline.to_json().dump();
-  timing::write_timeline(run_dir, timeline);
-  // Rank 0 collects every timeline, so that its run directory has them all even when the other
-  // ranks wrote theirs to node-local disks.
-  const auto all = gather_strings(session, mine, timeline_tag, timeout_s, "the ranks' timelines");
-  if (session.rank() == 0) {
-    for (int r = 1; r < session.size(); ++r) {
-      if (!fs::exists(timing::timeline_path(run_dir, r))) {
-        write_file_atomically(timing::timeline_path(run_dir, r), all[static_cast<size_t>(r)] + "\n");
-      }
-    }
-    if (recorder.enabled()) print_report(run_dir, [](const fs::path& dir) { return report::write_train_report(dir); });
-  }
+  rank_timing.write_finished(run_dir, stop_requested() ? "stopped" : "finished", rank_stats, timeline_tag);
   return stop_requested() ? train_stopped : 0;
 }
 

@@ -100,17 +100,18 @@ void SpanRecorder::record(Span span) {
   append(lane, span);
 }
 
-void SpanRecorder::count(std::string_view counter, double value) {
+uint16_t SpanRecorder::counter(std::string_view name) {
+  std::lock_guard<std::mutex> lock(lanes_mutex_);
+  const auto id = static_cast<uint16_t>(
+      std::find(counter_names_.begin(), counter_names_.end(), name) - counter_names_.begin());
+  if (id == counter_names_.size()) counter_names_.emplace_back(name);
+  return id;
+}
+
+void SpanRecorder::count(uint16_t counter, double value) {
   if (!enabled_) return;
-  uint16_t id = 0;
-  {
-    std::lock_guard<std::mutex> lock(lanes_mutex_);
-    const auto it = std::find(counter_names_.begin(), counter_names_.end(), counter);
-    id = static_cast<uint16_t>(it - counter_names_.begin());
-    if (it == counter_names_.end()) counter_names_.emplace_back(counter);
-  }
   Lane& lane = this_thread_lane();
-  const CounterSample sample{now_ns(), value, id, lane.id};
+  const CounterSample sample{now_ns(), value, counter, lane.id};
   std::lock_guard<std::mutex> lock(lane.mutex);
   if (lane.counters.size() < lane.capacity) {
     lane.counters.push_back(sample);

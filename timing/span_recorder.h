@@ -63,8 +63,11 @@ class SpanRecorder {
   // thread.
   uint16_t named_lane(const std::string& name);
   void record_on(uint16_t lane, Span span);
-  // A sample of `counter` (e.g. "queue_depth") taken now on the calling thread.
-  void count(std::string_view counter, double value);
+  // The id of counter `name` (e.g. "queue_depth"), registered on first use: look it up once,
+  // outside the loop that samples it.
+  uint16_t counter(std::string_view name);
+  // A sample of `counter` taken now on the calling thread.
+  void count(uint16_t counter, double value);
 
   struct Snapshot {
     std::vector<std::string> lanes;          // index = lane id

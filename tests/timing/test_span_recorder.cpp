@@ -59,7 +59,7 @@ TEST(SpanRecorder, DisabledRecordsNothing) {
   SpanRecorder recorder;
   recorder.set_enabled(false);
   recorder.record(Span{});
-  recorder.count("queue_depth", 3);
+  recorder.count(recorder.counter("queue_depth"), 3);
   EXPECT_TRUE(recorder.snapshot().spans.empty());
   EXPECT_TRUE(recorder.snapshot().counters.empty());
 }
@@ -73,9 +73,12 @@ TEST(SpanRecorder, NamedLanesAndCounters) {
   span.start_ns = 1;
   span.end_ns = 2;
   recorder.record_on(allreduce, span);
-  recorder.count("queue_depth", 2);
-  recorder.count("credits", 3);
-  recorder.count("queue_depth", 1);
+  const uint16_t queue_depth = recorder.counter("queue_depth");
+  const uint16_t credits = recorder.counter("credits");
+  EXPECT_EQ(recorder.counter("queue_depth"), queue_depth);
+  recorder.count(queue_depth, 2);
+  recorder.count(credits, 3);
+  recorder.count(queue_depth, 1);
   const auto snapshot = recorder.snapshot();
   ASSERT_EQ(snapshot.spans.size(), 1u);
   EXPECT_EQ(snapshot.lanes[snapshot.spans[0].lane], "allreduce");

@@ -1,0 +1,72 @@
+#include "runtime/rank_timing.h"
+
+#include <cstdio>
+
+#include "common/file_util.h"
+#include "common/log.h"
+#include "report/write_report.h"
+#include "timing/clock_sync.h"
+#include "timing/span_recorder.h"
+
+namespace sluice::runtime {
+
+namespace fs = std::filesystem;
+
+RankTiming::RankTiming(const MpiSession& session, const config::Config& config, timing::RankTimeline identity)
+    : session_(session),
+      timeout_s_(config.number("runtime.timeout_s")),
+      pings_(static_cast<int>(config.integer("runtime.clock_pings"))),
+      delay_(timing::InjectedDelay::parse(config.string("debug.delay_stage"), config.string("debug.delay_ranks"),
+                                          config.number("debug.delay_ms"), config.integer("debug.delay_every"))),
+      timeline_(std::move(identity)) {
+  auto& recorder = timing::SpanRecorder::global();
+  recorder.set_enabled(config.boolean("runtime.timing"));
+  recorder.set_capacity(static_cast<size_t>(config.integer("runtime.timing_capacity")));
+  recorder.name_this_thread("main");
+  timeline_.injected_delay = delay_.to_json();
+  timeline_.clock.start = timing::estimate_clock_offset(session_, pings_, timeout_s_);
+}
+
+void RankTiming::write_failed(const fs::path& dir, const std::string& error, int waiting_for,
+                              const nlohmann::json& summary) noexcept {
+  try {
+    timeline_.status = "failed";
+    timeline_.error = error;
+    timeline_.waiting_for = waiting_for;
+    timeline_.summary = summary;
+    timeline_.take(timing::SpanRecorder::global().snapshot());
+    timing::write_timeline(dir, timeline_);
+  } catch (const std::exception& write_error) {
+    log::get("runtime")->warn("could not write this rank's timeline after the failure: {}", write_error.what());
+  }
+}
+
+void RankTiming::write_finished(const fs::path& dir, const std::string& status, const nlohmann::json& summary,
+                                int tag) {
+  auto& recorder = timing::SpanRecorder::global();
+  timing::finish_alignment(timeline_.clock, timing::estimate_clock_offset(session_, pings_, timeout_s_));
+  timeline_.status = status;
+  timeline_.summary = summary;
+  timeline_.take(recorder.snapshot());
+  const std::string mine = timeline_.to_json().dump();
+  timing::write_timeline(dir, timeline_);
+  const auto all = gather_strings(session_, mine, tag, timeout_s_, "the ranks' timelines");
+  if (session_.rank() != 0) return;
+  for (int r = 1; r < session_.size(); ++r) {
+    if (!fs::exists(timing::timeline_path(dir, r))) {
+      write_file_atomically(timing::timeline_path(dir, r), all[static_cast<size_t>(r)] + "\n");
+    }
+  }
+  if (!recorder.enabled()) return;
+  try {
+    // The verdict lines end with where the report was written.
+    const std::string verdicts = report::write_report(dir);
+    std::printf("%s%s", verdicts.c_str(), verdicts.empty() || verdicts.back() == '\n' ? "" : "\n");
+    std::fflush(stdout);
+  } catch (const std::exception& error) {
+    log::get("runtime")->warn("the report could not be written ({}); the timelines are kept: run `sluice report {}`",
+                              error.what(), dir.string());
+  }
+}
+
+}  // namespace sluice::runtime
