@@ -4,11 +4,13 @@
 #include <cmath>
 
 #include <torch/cuda.h>
+#include <torch/types.h>
 #include <torch/version.h>
 
 #if SLUICE_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -28,6 +30,30 @@ TorchFacts torch_facts() {
   }
   facts.default_device = facts.cuda_devices > 0 ? "cuda:0" : "cpu";
   return facts;
+}
+
+int64_t limit_gpu_memory(int device, double fraction) {
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    throw ConfigError("GPU memory fraction " + std::to_string(fraction) + " is outside (0, 1]");
+  }
+  const TorchFacts facts = torch_facts();
+  if (!facts.cuda_build || device < 0 || device >= facts.cuda_devices) {
+    throw ConfigError("a GPU memory fraction for device " + std::to_string(device) + ", but " +
+                      (facts.cuda_build ? "torch sees " + std::to_string(facts.cuda_devices) + " CUDA device(s)"
+                                        : "this libtorch (" + facts.version + ") was built without CUDA"));
+  }
+#if SLUICE_TORCH_CUDA
+  // The allocator learns the device count on torch's lazy CUDA initialisation: a first tensor on
+  // the device triggers it, so the cap applies from the very first allocation that matters.
+  (void)torch::empty({1}, torch::TensorOptions().device(torch::Device(torch::kCUDA, static_cast<int16_t>(device))));
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device));
+  size_t free_bytes = 0, total_bytes = 0;
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return 0;
+  return static_cast<int64_t>(static_cast<double>(total_bytes) * fraction);
+#else
+  return 0;
+#endif
 }
 
 namespace {

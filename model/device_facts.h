@@ -19,6 +19,14 @@ struct TorchFacts {
 // Never throws: a failure to query CUDA reads as zero devices.
 TorchFacts torch_facts();
 
+// Caps torch's CUDA caching allocator on `device` at `fraction` of the device's memory (what
+// torch.cuda.set_per_process_memory_fraction does): an allocation past it fails with torch's
+// out-of-memory error instead of taking memory another rank on the same GPU needs. Memory this
+// process allocates outside torch (the transports' slots and upload buffers) is not counted.
+// fraction in (0, 1]. Returns the cap in bytes. Throws ConfigError when this libtorch has no
+// CUDA or the device is not visible.
+int64_t limit_gpu_memory(int device, double fraction);
+
 // `sluice bench max-batch`: the largest batch (samples of `frames` mel frames and `tokens` tokens,
 // every sample full length, i.e. the worst case of the longest bucket) for which one training step
 // of `model` fits the CUDA device model.device, found by doubling then binary search with the
