@@ -50,6 +50,41 @@ BatchPointers BatchPointers::of(const void* bytes, size_t size) {
           reinterpret_cast<const float*>(base + layout.mels)};
 }
 
+DeviceBatch DeviceBatch::of(const void* device_bytes, size_t size, CopyToHost copy_to_host) {
+  DeviceBatch batch;
+  if (size < sizeof(BatchHeader)) {
+    throw TransportError("received " + std::to_string(size) + " bytes, less than a batch header");
+  }
+  BatchHeader header;
+  copy_to_host(&header, device_bytes, sizeof(header));
+  if (header.magic != BatchHeader::expected_magic || header.version != 1) {
+    throw TransportError("received bytes that are not a sluice batch (bad magic or version): "
+                         "data and model ranks run different sluice builds?");
+  }
+  const BatchLayout layout = BatchLayout::of(header.batch_size, header.max_tokens, header.max_frames, header.n_mels);
+  if (size < layout.total) {
+    throw TransportError("batch of step " + std::to_string(header.step) + " is " + std::to_string(size) +
+                         " bytes, its header says " + std::to_string(layout.total));
+  }
+  batch.host_prefix.resize(layout.tokens);
+  copy_to_host(batch.host_prefix.data(), device_bytes, layout.tokens);
+  const auto* host = batch.host_prefix.data();
+  batch.host = {reinterpret_cast<const BatchHeader*>(host),
+                reinterpret_cast<const int64_t*>(host + layout.indices),
+                reinterpret_cast<const int32_t*>(host + layout.token_lens),
+                reinterpret_cast<const int32_t*>(host + layout.mel_lens),
+                nullptr,
+                nullptr};
+  const auto* base = static_cast<const std::byte*>(device_bytes);
+  batch.device = {reinterpret_cast<const BatchHeader*>(base),
+                  reinterpret_cast<const int64_t*>(base + layout.indices),
+                  reinterpret_cast<const int32_t*>(base + layout.token_lens),
+                  reinterpret_cast<const int32_t*>(base + layout.mel_lens),
+                  reinterpret_cast<const int32_t*>(base + layout.tokens),
+                  reinterpret_cast<const float*>(base + layout.mels)};
+  return batch;
+}
+
 void collate(const std::vector<cache::Sample>& samples, const BucketShape& shape, int32_t n_mels,
              int64_t epoch, int64_t step, int32_t bucket, std::vector<std::byte>& out) {
   const BatchLayout layout = BatchLayout::of(shape, n_mels);

@@ -52,6 +52,20 @@ struct BatchPointers {
   static BatchPointers of(const void* bytes, size_t size);
 };
 
+// A batch that arrived in device memory (GPU transports). The training loop reads the header and
+// the lengths on the host; the model reads every section on the device. `copy_to_host` copies
+// device bytes to host memory (transport::copy_device_to_host).
+struct DeviceBatch {
+  std::vector<std::byte> host_prefix;  // header, indices, token_lens, mel_lens
+  BatchPointers host{};    // header, indices, token_lens, mel_lens into host_prefix; tokens, mels null
+  BatchPointers device{};  // every section's device address
+
+  using CopyToHost = void (*)(void* host, const void* device, size_t bytes);
+  // Two small copies (the header, then the sections before the tokens). Throws TransportError as
+  // BatchPointers::of does.
+  static DeviceBatch of(const void* device_bytes, size_t size, CopyToHost copy_to_host);
+};
+
 // Writes `samples` (the batch's samples in plan order) padded to `shape` into `out`, resized to
 // the layout's size. Throws Error (internal) when a sample does not fit the shape: the plan
 // guarantees it does.

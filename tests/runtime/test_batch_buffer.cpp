@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -59,6 +61,38 @@ TEST(BatchBuffer, RejectsWhatIsNotABatch) {
   collate({sample(1, 8, 8, 2)}, shape, 2, 0, 0, 0, bytes);
   EXPECT_THROW(BatchPointers::of(bytes.data(), bytes.size() - 4), TransportError);
   EXPECT_THROW(collate({sample(1, 9, 8, 2)}, shape, 2, 0, 0, 0, bytes), Error);
+}
+
+// A batch in "device" memory, read back through a host copy function (memcpy here; the GPU
+// transports pass cudaMemcpy): host sections from the copy, every section's address in place.
+TEST(BatchBuffer, DeviceBatchReadsHeaderAndLengthsThroughTheCopy) {
+  BucketShape shape;
+  shape.batch_size = 2;
+  shape.max_frames = 16;
+  shape.max_tokens = 8;
+  std::vector<std::byte> bytes;
+  collate({sample(7, 10, 5, 3), sample(9, 16, 8, 3)}, shape, 3, 2, 41, 1, bytes);
+  static size_t copied = 0;
+  copied = 0;
+  const auto copy = [](void* host, const void* device, size_t size) {
+    std::memcpy(host, device, size);
+    copied += size;
+  };
+  const DeviceBatch batch = DeviceBatch::of(bytes.data(), bytes.size(), copy);
+  const BatchLayout layout = BatchLayout::of(shape, 3);
+  EXPECT_EQ(copied, sizeof(BatchHeader) + layout.tokens);  // never the tokens or the mels
+  EXPECT_EQ(batch.host.header->step, 41);
+  EXPECT_EQ(batch.host.header->batch_size, 2);
+  EXPECT_EQ(batch.host.indices[1], 9);
+  EXPECT_EQ(batch.host.mel_lens[0], 10);
+  EXPECT_EQ(batch.host.token_lens[1], 8);
+  EXPECT_EQ(batch.host.mels, nullptr);
+  EXPECT_NE(static_cast<const void*>(batch.host.header), static_cast<const void*>(bytes.data()));
+  EXPECT_EQ(reinterpret_cast<const std::byte*>(batch.device.mels), bytes.data() + layout.mels);
+  EXPECT_EQ(reinterpret_cast<const std::byte*>(batch.device.tokens), bytes.data() + layout.tokens);
+  EXPECT_THROW(DeviceBatch::of(bytes.data(), bytes.size() - 1, copy), TransportError);
+  bytes[0] = std::byte{0};
+  EXPECT_THROW(DeviceBatch::of(bytes.data(), bytes.size(), copy), TransportError);
 }
 
 }  // namespace

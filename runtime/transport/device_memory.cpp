@@ -1,0 +1,74 @@
+#include "runtime/transport/device_memory.h"
+
+#include <string>
+
+#include "common/error.h"
+
+#if !SLUICE_HAVE_CUDA
+
+namespace sluice::transport {
+namespace {
+[[noreturn]] void no_cuda() {
+  throw ConfigError("GPU feed buffers are not in this build: CMake found no CUDA toolkit (use model.device: cpu "
+                    "and roles.transport: mpi, or rebuild with -DSLUICE_CUDA=ON on a machine with CUDA)");
+}
+}  // namespace
+
+struct DeviceUpload::Impl {};
+DeviceUpload::DeviceUpload(int, size_t) { no_cuda(); }
+DeviceUpload::~DeviceUpload() = default;
+void* DeviceUpload::upload(const void*, size_t) { no_cuda(); }
+void* DeviceUpload::data() const { no_cuda(); }
+int DeviceUpload::device() const { no_cuda(); }
+size_t DeviceUpload::capacity() const { no_cuda(); }
+void copy_device_to_host(void*, const void*, size_t) { no_cuda(); }
+size_t device_total_bytes(int) { no_cuda(); }
+
+}  // namespace sluice::transport
+
+#else
+
+#include "runtime/transport/cuda_support.h"
+
+namespace sluice::transport {
+
+struct DeviceUpload::Impl {
+  int device;
+  detail::DeviceGuard guard;  // the buffer and the stream belong to `device`
+  detail::DeviceSlots buffer;
+  detail::CudaStream stream;
+  Impl(int device_index, size_t capacity) : device(device_index), guard(device_index), buffer(1, capacity) {}
+};
+
+DeviceUpload::DeviceUpload(int device, size_t capacity) : impl_(std::make_unique<Impl>(device, capacity)) {}
+DeviceUpload::~DeviceUpload() = default;
+
+void* DeviceUpload::upload(const void* host, size_t bytes) {
+  if (bytes > impl_->buffer.stride()) {
+    throw TransportError("upload of " + std::to_string(bytes) + " bytes into a " +
+                         std::to_string(impl_->buffer.stride()) + "-byte device buffer");
+  }
+  detail::DeviceGuard guard(impl_->device);
+  // Pageable source: the driver stages it; the copy is complete when the stream is.
+  SLUICE_CUDA_CHECK(cudaMemcpyAsync(impl_->buffer.base(), host, bytes, cudaMemcpyHostToDevice, impl_->stream.get()));
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream.get()));
+  return impl_->buffer.base();
+}
+
+void* DeviceUpload::data() const { return impl_->buffer.base(); }
+int DeviceUpload::device() const { return impl_->device; }
+size_t DeviceUpload::capacity() const { return impl_->buffer.stride(); }
+
+void copy_device_to_host(void* host, const void* device_memory, size_t bytes) {
+  SLUICE_CUDA_CHECK(cudaMemcpy(host, device_memory, bytes, cudaMemcpyDeviceToHost));
+}
+
+size_t device_total_bytes(int device) {
+  cudaDeviceProp properties{};
+  SLUICE_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  return properties.totalGlobalMem;
+}
+
+}  // namespace sluice::transport
+
+#endif

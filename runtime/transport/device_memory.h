@@ -1,0 +1,37 @@
+#pragma once
+// Device memory for the GPU feed outside the channels: a data rank's upload buffer (the collated
+// host batch copied to its GPU, where per-batch GPU work runs and from where nccl sends it) and a
+// model rank's read-back of the few header bytes of a batch that arrived in device memory. No
+// CUDA header here; in a build without CUDA every call throws ConfigError.
+#include <cstddef>
+#include <memory>
+
+namespace sluice::transport {
+
+// One device buffer of `capacity` bytes on `device`, filled from host memory on its own stream.
+class DeviceUpload {
+ public:
+  DeviceUpload(int device, size_t capacity);
+  ~DeviceUpload();
+  DeviceUpload(const DeviceUpload&) = delete;
+  DeviceUpload& operator=(const DeviceUpload&) = delete;
+
+  // Copies `bytes` (<= capacity) from host memory to the device buffer and returns it once the
+  // copy is complete. The previous upload's memory is overwritten: send it first.
+  void* upload(const void* host, size_t bytes);
+  void* data() const;
+  int device() const;
+  size_t capacity() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Synchronous copy of `bytes` from device memory (any device; unified addressing) to the host.
+void copy_device_to_host(void* host, const void* device_memory, size_t bytes);
+
+// Total memory of CUDA device `device` in bytes.
+size_t device_total_bytes(int device);
+
+}  // namespace sluice::transport
