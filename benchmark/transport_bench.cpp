@@ -5,35 +5,39 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <mpi.h>
 
+#include "benchmark/transport_bench_support.h"
 #include "common/mpi_session.h"
+#include "runtime/transport/gpu_facts.h"
 #include "runtime/transport/inproc_channel.h"
 #include "runtime/transport/mpi_channel.h"
 
 namespace sluice::benchmark {
 namespace {
 
-using sluice::transport::ChannelOptions;
 using Clock = std::chrono::steady_clock;
 
-using Settings = TransportBenchOptions;
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-int iterations(const Settings& settings, size_t bytes) {
-  const double n = settings.bytes_per_point / static_cast<double>(bytes);
+}  // namespace
+
+namespace detail {
+
+int iterations(double bytes_per_point, size_t bytes) {
+  const double n = bytes_per_point / static_cast<double>(bytes);
   return static_cast<int>(std::clamp(n, 20.0, 5000.0));
 }
 
 int warmup(int iterations) { return std::max(3, iterations / 10); }
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-ChannelOptions options_for(const Settings& settings, size_t bytes, int channel_id) {
-  ChannelOptions options;
+transport::ChannelOptions channel_options(const TransportBenchOptions& settings, size_t bytes, int channel_id) {
+  transport::ChannelOptions options;
   options.name = "bench " + std::to_string(bytes);
   options.slots = settings.slots;
   options.slot_bytes = bytes;
@@ -41,6 +45,86 @@ ChannelOptions options_for(const Settings& settings, size_t bytes, int channel_i
   options.channel_id = channel_id;
   return options;
 }
+
+double time_channel_pair(transport::ChannelPair pair, const void* data, size_t bytes, int n) {
+  const int total = warmup(n) + n;
+  std::exception_ptr data_error;
+  std::thread data_thread([&] {
+    try {
+      for (int i = 0; i < total; ++i) pair.sender->send(data, bytes);
+      pair.sender->close();
+    } catch (...) {
+      data_error = std::current_exception();
+    }
+  });
+  Clock::time_point start;
+  try {
+    for (int i = 0; i < total; ++i) {
+      if (i == warmup(n)) start = Clock::now();
+      auto batch = pair.receiver->receive();
+      pair.receiver->release(*batch);
+    }
+  } catch (...) {
+    // Destroying the receiver wakes a sender waiting for a credit (peer aborted). The sender's
+    // own error says more than "peer aborted": prefer it.
+    pair.receiver.reset();
+    data_thread.join();
+    if (data_error) std::rethrow_exception(data_error);
+    throw;
+  }
+  const double per_batch = seconds_since(start) / n;
+  data_thread.join();
+  if (data_error) std::rethrow_exception(data_error);
+  return per_batch;
+}
+
+double time_rank_pair(const MpiSession& session,
+                      const std::function<std::unique_ptr<transport::SendChannel>()>& make_sender,
+                      const std::function<std::unique_ptr<transport::ReceiveChannel>()>& make_receiver,
+                      const void* data, size_t bytes, int n, int result_tag) {
+  const int total = warmup(n) + n;
+  if (session.rank() == 0) {
+    auto sender = make_sender();
+    for (int i = 0; i < total; ++i) sender->send(data, bytes);
+    sender->close();
+    sender.reset();
+    return std::stod(receive_string(session, 1, result_tag, deadline_after(120), "the receiver's timing"));
+  }
+  auto receiver = make_receiver();
+  Clock::time_point start;
+  for (int i = 0; i < total; ++i) {
+    if (i == warmup(n)) start = Clock::now();
+    auto batch = receiver->receive();
+    receiver->release(*batch);
+  }
+  const double per_batch = seconds_since(start) / n;
+  receiver->close();
+  receiver.reset();
+  send_string(session, 0, result_tag, std::to_string(per_batch), deadline_after(120), "the receiver's timing");
+  return per_batch;
+}
+
+void start_two_rank_part(const MpiSession& session, int tag) {
+  if (session.rank() == 0) {
+    send_string(session, 1, tag, "go", deadline_after(120), "the go signal");
+  } else {
+    receive_string(session, 0, tag, deadline_after(600), "the go signal");
+  }
+}
+
+std::string human(size_t bytes) {
+  char text[32];
+  if (bytes >= (1u << 20)) std::snprintf(text, sizeof(text), "%zuM", bytes >> 20);
+  else std::snprintf(text, sizeof(text), "%zuK", bytes >> 10);
+  return text;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::warmup;
+using Settings = TransportBenchOptions;
 
 // Seconds per batch of a host memcpy into a warm destination.
 double time_memcpy(const std::vector<char>& source, std::vector<char>& destination, int n) {
@@ -55,46 +139,18 @@ double time_memcpy(const std::vector<char>& source, std::vector<char>& destinati
 }
 
 double time_inproc(const Settings& settings, const std::vector<char>& source, int n) {
-  auto pair = sluice::transport::make_inproc_channel_pair(options_for(settings, source.size(), 0));
-  const int total = warmup(n) + n;
-  std::thread data_thread([&] {
-    for (int i = 0; i < total; ++i) pair.sender->send(source.data(), source.size());
-    pair.sender->close();
-  });
-  Clock::time_point start;
-  for (int i = 0; i < total; ++i) {
-    if (i == warmup(n)) start = Clock::now();
-    auto batch = pair.receiver->receive();
-    pair.receiver->release(*batch);
-  }
-  const double per_batch = seconds_since(start) / n;
-  data_thread.join();
-  return per_batch;
+  return detail::time_channel_pair(transport::make_inproc_channel_pair(detail::channel_options(settings, source.size(), 0)),
+                                   source.data(), source.size(), n);
 }
 
-// Both ranks call it; the receiver's time per batch (rank 1) is returned on rank 0.
+// Both ranks call it; the receiver's time per batch (rank 1) is returned on both.
 double time_mpi(const sluice::MpiSession& session, const Settings& settings, const std::vector<char>& source, int n,
                 int channel_id) {
-  const ChannelOptions options = options_for(settings, source.size(), channel_id);
-  const int total = warmup(n) + n;
-  const int result_tag = 0x2c00;
-  if (session.rank() == 0) {
-    auto sender = sluice::transport::make_mpi_send_channel(session, 1, options);
-    for (int i = 0; i < total; ++i) sender->send(source.data(), source.size());
-    sender->close();
-    return std::stod(sluice::receive_string(session, 1, result_tag, sluice::deadline_after(120), "the mpi timing"));
-  }
-  auto receiver = sluice::transport::make_mpi_receive_channel(session, 0, options);
-  Clock::time_point start;
-  for (int i = 0; i < total; ++i) {
-    if (i == warmup(n)) start = Clock::now();
-    auto batch = receiver->receive();
-    receiver->release(*batch);
-  }
-  const double per_batch = seconds_since(start) / n;
-  receiver->close();
-  sluice::send_string(session, 0, result_tag, std::to_string(per_batch), sluice::deadline_after(120), "the mpi timing");
-  return per_batch;
+  const transport::ChannelOptions options = detail::channel_options(settings, source.size(), channel_id);
+  return detail::time_rank_pair(
+      session, [&] { return transport::make_mpi_send_channel(session, 1, options); },
+      [&] { return transport::make_mpi_receive_channel(session, 0, options); }, source.data(), source.size(), n,
+      0x2c00);
 }
 
 // Between polls of the raw MPI loop: yield (as the transport does while bytes move, so that on a
@@ -143,11 +199,27 @@ double time_raw_mpi(const sluice::MpiSession& session, int slots, size_t bytes, 
   return std::stod(sluice::receive_string(session, 1, result_tag, sluice::deadline_after(120), "the raw mpi timing"));
 }
 
-std::string human(size_t bytes) {
-  char text[32];
-  if (bytes >= (1u << 20)) std::snprintf(text, sizeof(text), "%zuM", bytes >> 20);
-  else std::snprintf(text, sizeof(text), "%zuK", bytes >> 10);
-  return text;
+// Why this rank cannot measure the GPU table ("" when it can).
+std::string local_gpu_problem(const MpiSession& session) {
+  const transport::GpuEnvironment env = transport::gpu_environment();
+  if (!env.cuda_compiled) return env.problem;
+  if (!env.gpus.empty()) return "";
+  return "no CUDA device visible on " + session.describe(session.rank()) + ": " +
+         (env.problem.empty() ? std::string("the CUDA runtime counts 0 devices") : env.problem) +
+         " (run on a GPU node; check CUDA_VISIBLE_DEVICES)";
+}
+
+// Why the GPU table is not measured ("" when it is): the same verdict on every rank.
+std::string gpu_skip_reason(const MpiSession& session, GpuColumns gpu) {
+  if (gpu == GpuColumns::off) return "--gpu off";
+  const std::string local = local_gpu_problem(session);
+  if (session.size() == 1) return local;
+  const std::vector<std::string> problems = gather_strings(session, local, 0x2e00, 120, "whether the ranks see a GPU");
+  std::string verdict;
+  for (const std::string& problem : problems) {
+    if (verdict.empty()) verdict = problem;
+  }
+  return broadcast_string(session, verdict, 0x2e01, 120, "whether to measure the GPU table");
 }
 
 }  // namespace
@@ -160,6 +232,13 @@ size_t parse_bytes(const std::string& text) {
   if (unit == "M" || unit == "MiB") value *= 1024 * 1024;
   if (unit == "G" || unit == "GiB") value *= 1024.0 * 1024 * 1024;
   return static_cast<size_t>(value);
+}
+
+std::optional<GpuColumns> parse_gpu_columns(const std::string& text) {
+  if (text == "auto") return GpuColumns::automatic;
+  if (text == "on") return GpuColumns::on;
+  if (text == "off") return GpuColumns::off;
+  return std::nullopt;
 }
 
 int run_transport_bench(const MpiSession& session, const TransportBenchOptions& settings) {
@@ -177,9 +256,12 @@ int run_transport_bench(const MpiSession& session, const TransportBenchOptions& 
     std::printf("#%9s %6s  %9s %7s  %9s %7s %6s  %9s %7s %6s  %9s %7s %6s\n", "size", "count", "memcpy_us", "GB/s",
                 "inproc_us", "GB/s", "ratio", "mpi_us", "GB/s", "ratio", "raw_us", "GB/s", "ratio");
   }
-  int channel_id = 0;
+  // Channel ids (hence MPI tags) are never reused within a process, across calls too: a closed
+  // channel may leave its receiver's unmatched shutdown message under its tags.
+  static int next_channel_id = 0;
+  int& channel_id = next_channel_id;
   for (size_t bytes = settings.min_bytes; bytes <= settings.max_bytes; bytes *= 2) {
-    const int n = iterations(settings, bytes);
+    const int n = detail::iterations(settings.bytes_per_point, bytes);
     std::vector<char> source(bytes);
     for (size_t i = 0; i < bytes; ++i) source[i] = static_cast<char>(i * 31);
     double memcpy_s = 1e30, inproc_s = 1e30, mpi_s = 1e30, raw_s = 1e30;
@@ -194,12 +276,7 @@ int run_transport_bench(const MpiSession& session, const TransportBenchOptions& 
       }
       if (!with_mpi) continue;
       // Rank 1 waits (sleeping poll) while rank 0 measures alone, then both run the MPI parts.
-      const int tag = 0x2d00 + channel_id % 256;
-      if (session.rank() == 0) {
-        sluice::send_string(session, 1, tag, "go", sluice::deadline_after(120), "the go signal");
-      } else {
-        sluice::receive_string(session, 0, tag, sluice::deadline_after(600), "the go signal");
-      }
+      detail::start_two_rank_part(session, 0x2d00 + channel_id % 256);
       mpi_s = std::min(mpi_s, time_mpi(session, settings, source, n, channel_id++ % 2048));
       raw_s = std::min(raw_s, time_raw_mpi(session, settings.slots, bytes, n));
     }
@@ -207,7 +284,7 @@ int run_transport_bench(const MpiSession& session, const TransportBenchOptions& 
     const double size = static_cast<double>(bytes);
     const double memcpy_gbs = size / memcpy_s / 1e9;
     const double inproc_gbs = size / inproc_s / 1e9;
-    std::printf(" %9s %6d  %9.1f %7.2f  %9.1f %7.2f %6.2f", human(bytes).c_str(), n, memcpy_s * 1e6, memcpy_gbs,
+    std::printf(" %9s %6d  %9.1f %7.2f  %9.1f %7.2f %6.2f", detail::human(bytes).c_str(), n, memcpy_s * 1e6, memcpy_gbs,
                 inproc_s * 1e6, inproc_gbs, inproc_gbs / memcpy_gbs);
     if (with_mpi) {
       const double mpi_gbs = size / mpi_s / 1e9;
@@ -219,6 +296,17 @@ int run_transport_bench(const MpiSession& session, const TransportBenchOptions& 
     }
     std::fflush(stdout);
   }
+  const std::string skip = gpu_skip_reason(session, settings.gpu);
+  if (!skip.empty()) {
+    if (session.rank() == 0) {
+      std::printf("# GPU columns skipped: %s\n", skip.c_str());
+      std::fflush(stdout);
+    }
+    return settings.gpu == GpuColumns::on ? 1 : 0;
+  }
+#if SLUICE_HAVE_CUDA
+  detail::run_gpu_table(session, settings, channel_id);
+#endif
   return 0;
 }
 

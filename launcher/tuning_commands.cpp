@@ -47,7 +47,7 @@ struct TuningCommands::Options {
 
   CLI::App* transport = nullptr;
   benchmark::TransportBenchOptions transport_options;
-  std::string min_bytes = "64K", max_bytes = "64M";
+  std::string min_bytes = "64K", max_bytes = "64M", transport_gpu = "auto";
 
   CLI::App* cache_bench = nullptr;
   benchmark::CacheReadOptions cache_options;
@@ -153,13 +153,19 @@ TuningCommands::TuningCommands(CLI::App& app) : options_(std::make_unique<Option
   o.transport = bench->add_subcommand(
       "transport",
       "Feed transport bandwidth by message size (size, count, time per batch, GB/s, ratio to a host memcpy "
-      "measured in the same run), like nccl-tests' sendrecv: inproc alone; inproc and mpi under `mpirun -np 2`.");
+      "measured in the same run), like nccl-tests' sendrecv: inproc alone; inproc and mpi under `mpirun -np 2`. "
+      "With CUDA and a GPU, a second table: nccl against NCCL send-to-self, and cuda_ipc (2 ranks) against a "
+      "device-to-device copy.");
   o.transport->add_option("--min-bytes", o.min_bytes, "smallest message (default 64K; K, M, G suffixes)");
   o.transport->add_option("--max-bytes", o.max_bytes, "largest message (default 64M)");
   o.transport->add_option("--slots", o.transport_options.slots, "credits / messages in flight (default 3)")
       ->check(CLI::Range(1, 64));
   o.transport->add_option("--rounds", o.transport_options.rounds, "interleaved rounds; each column is the best (default 3)")
       ->check(CLI::Range(1, 100));
+  o.transport->add_option("--gpu", o.transport_gpu,
+                          "GPU table (d2d copy, NCCL send-to-self, nccl, cuda_ipc): auto = when every rank sees a "
+                          "CUDA device, else one line says why not (default); on = a missing GPU is an error; off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
 
   o.cache_bench = bench->add_subcommand(
       "cache",
@@ -258,6 +264,7 @@ std::optional<int> TuningCommands::run_with_mpi(MpiSession& session) {
   if (*o.transport) {
     o.transport_options.min_bytes = benchmark::parse_bytes(o.min_bytes);
     o.transport_options.max_bytes = benchmark::parse_bytes(o.max_bytes);
+    o.transport_options.gpu = *benchmark::parse_gpu_columns(o.transport_gpu);
     return benchmark::run_transport_bench(session, o.transport_options);
   }
   return std::nullopt;
