@@ -1,54 +1,243 @@
 // bench_train_step [size] [batch] [frames] [n_mels] [steps] [threads] [world_size]
-// Defaults: tiny 8 400 80 20 2 1. Prints per-step time split and the median; world_size > 1
-// runs the bucketed reduction through an in-process LoopbackReducer.
+//                  [--device cpu|cuda|cuda:N] [--bf16 on|off] [--table tiny,small,base]
+// Defaults: tiny 8 400 80 20 2 1 on cpu, bf16 off. Prints per-step time split and the median;
+// world_size > 1 runs the bucketed reduction through an in-process LoopbackReducer. On a CUDA
+// device it also prints the throughput: samples/s and mel frames/s (valid frames, i.e. without
+// padding) over the timed steps.
+//
+// --table SIZES: one row per model size (same batch, device and bf16), no per-step lines; what
+// bench/model/bench_model_gpu.sh runs on the GPU machine. A CUDA device that torch cannot see is
+// not an error: the benchmark says why and exits 0 (skipped), so it can run anywhere.
+//
+// Steps 0 and 1 are warm-up (allocator, autotuning) and not timed. Throughput is timed on the host
+// clock over the remaining steps back to back; each step ends in a read-back of its loss and
+// gradient norm, which waits for the GPU, so only the last step's optimiser kernels may still run
+// when the clock stops.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "model/device_facts.h"
 #include "model/loopback_reducer.h"
 #include "model/trainer.h"
 #include "model_test_util.h"
+#include "runtime/transport/gpu_facts.h"
 
-int main(int argc, char** argv) {
-  using namespace sluice::model;
-  const std::string size = argc > 1 ? argv[1] : "tiny";
-  const int batch = argc > 2 ? std::atoi(argv[2]) : 8;
-  const int frames = argc > 3 ? std::atoi(argv[3]) : 400;
-  const int n_mels = argc > 4 ? std::atoi(argv[4]) : 80;
-  const int steps = argc > 5 ? std::atoi(argv[5]) : 20;
-  const int threads = argc > 6 ? std::atoi(argv[6]) : 2;
-  const int world = argc > 7 ? std::atoi(argv[7]) : 1;
-  const int tokens = std::max(8, frames / 5);
-  set_compute_threads(threads);
+namespace {
 
+using namespace sluice::model;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string size = "tiny";
+  int batch = 8;
+  int frames = 400;
+  int n_mels = 80;
+  int steps = 20;
+  int threads = 2;
+  int world = 1;
+  std::string device = "cpu";
+  bool bf16 = false;
+  std::vector<std::string> table;  // sizes; empty: one size with per-step lines
+};
+
+struct Measurement {
+  std::string size;
+  int64_t parameters = 0;
+  double median_step_s = 0.0;  // of the timed steps (forward + backward + reduce + optimiser)
+  double samples_per_s = 0.0;
+  double valid_frames_per_s = 0.0;
+  double padded_frames_per_s = 0.0;
+};
+
+constexpr int warmup_steps = 2;
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: bench_train_step [size] [batch] [frames] [n_mels] [steps] [threads] [world_size] "
+               "[--device cpu|cuda|cuda:N] [--bf16 on|off] [--table tiny,small,base]\n");
+  return 2;
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) {
+      positional.push_back(arg);
+      continue;
+    }
+    if (i + 1 >= argc) return false;
+    const std::string value = argv[++i];
+    if (arg == "--device") {
+      o.device = value;
+    } else if (arg == "--bf16" && (value == "on" || value == "off")) {
+      o.bf16 = value == "on";
+    } else if (arg == "--table") {
+      std::stringstream list(value);
+      for (std::string size; std::getline(list, size, ',');) {
+        if (!size.empty()) o.table.push_back(size);
+      }
+      if (o.table.empty()) return false;
+    } else {
+      return false;
+    }
+  }
+  if (positional.size() > 7) return false;
+  auto number = [&](size_t index, int fallback) {
+    return positional.size() > index ? std::atoi(positional[index].c_str()) : fallback;
+  };
+  if (!positional.empty()) o.size = positional[0];
+  o.batch = number(1, o.batch);
+  o.frames = number(2, o.frames);
+  o.n_mels = number(3, o.n_mels);
+  o.steps = number(4, o.steps);
+  o.threads = number(5, o.threads);
+  o.world = number(6, o.world);
+  return o.batch > 0 && o.frames > 0 && o.n_mels > 0 && o.steps > 0 && o.threads > 0 && o.world > 0;
+}
+
+bool on_cuda(const Options& o) { return o.device.rfind("cuda", 0) == 0; }
+
+// "cuda" -> 0, "cuda:1" -> 1.
+int cuda_index(const std::string& device) {
+  const size_t colon = device.find(':');
+  return colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
+}
+
+// "cuda:0 (NVIDIA H100 80GB HBM3)" or "cpu".
+std::string describe_device(const Options& o) {
+  if (!on_cuda(o)) return o.device;
+  const int index = cuda_index(o.device);
+  std::string text = "cuda:" + std::to_string(index);
+  for (const auto& gpu : sluice::transport::gpu_environment().gpus) {
+    if (gpu.index == index) text += " (" + gpu.name + ")";
+  }
+  return text;
+}
+
+// Why the run cannot happen on the requested device ("" when it can).
+std::string skip_reason(const Options& o) {
+  if (!on_cuda(o)) return "";
+  const TorchFacts facts = torch_facts();
+  if (!facts.cuda_build) {
+    return "this libtorch (" + facts.version + ") is a CPU-only build; build against a CUDA torch (pip torch's "
+           "torch.utils.cmake_prefix_path)";
+  }
+  if (facts.cuda_devices == 0) return "torch sees no CUDA device (no GPU here, or CUDA_VISIBLE_DEVICES hides it)";
+  if (cuda_index(o.device) >= facts.cuda_devices) {
+    return o.device + " requested but torch sees " + std::to_string(facts.cuda_devices) + " CUDA device(s)";
+  }
+  return "";
+}
+
+Measurement measure(const Options& o, const std::string& size, bool print_steps) {
+  const int tokens = std::max(8, o.frames / 5);
   ModelConfig model;
   model.size = size;
-  model.n_mels = n_mels;
+  model.n_mels = o.n_mels;
   model.vocab_size = 100;
+  model.device = o.device;
+  model.bf16_autocast = o.bf16;
   OptimizerConfig optimizer;
   optimizer.warmup_steps = 100;
   std::unique_ptr<LoopbackReducer> reducer;
-  if (world > 1) reducer = std::make_unique<LoopbackReducer>(world);
+  if (o.world > 1) reducer = std::make_unique<LoopbackReducer>(o.world);
   Trainer trainer(model, optimizer, 1, reducer.get());
-  std::printf("%s\nbatch %d x %d frames x %d mels, %d tokens, %d threads\n", trainer.describe().c_str(), batch,
-              frames, n_mels, tokens, threads);
+  if (print_steps) {
+    std::printf("%s\nbatch %d x %d frames x %d mels, %d tokens, %d threads\n", trainer.describe().c_str(), o.batch,
+                o.frames, o.n_mels, tokens, o.threads);
+  }
 
-  const auto data = testing::make_batch(batch, tokens, frames, n_mels, model.vocab_size, 1);
+  const auto data = testing::make_batch(o.batch, tokens, o.frames, o.n_mels, model.vocab_size, 1);
+  int64_t valid_frames = 0;
+  for (const int32_t length : data.mel_lens) valid_frames += length;
   std::vector<double> totals;
-  for (int step = 0; step < steps; ++step) {
+  Clock::time_point window_start = Clock::now();
+  for (int step = 0; step < o.steps; ++step) {
+    if (step == warmup_steps) window_start = Clock::now();
     const StepResult r = trainer.train_step(data.view());
     const double total = r.forward_s + r.backward_s + r.allreduce_exposed_s + r.optimizer_s;
     totals.push_back(total);
-    std::printf("step %3d loss %.4f (mel %.4f postnet %.4f stop %.4f) | %.3f s = fwd %.3f + bwd %.3f + reduce %.3f + opt %.3f\n",
-                step, r.loss, r.mel_loss, r.postnet_loss, r.stop_loss, total, r.forward_s, r.backward_s,
-                r.allreduce_exposed_s, r.optimizer_s);
+    if (print_steps) {
+      std::printf("step %3d loss %.4f (mel %.4f postnet %.4f stop %.4f) | %.3f s = fwd %.3f + bwd %.3f + reduce %.3f + opt %.3f\n",
+                  step, r.loss, r.mel_loss, r.postnet_loss, r.stop_loss, total, r.forward_s, r.backward_s,
+                  r.allreduce_exposed_s, r.optimizer_s);
+    }
   }
-  std::vector<double> sorted(totals.begin() + (steps > 2 ? 2 : 0), totals.end());  // skip warm-up steps
+  const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+  const int first_timed = o.steps > warmup_steps ? warmup_steps : 0;
+  const int timed = o.steps - first_timed;
+  std::vector<double> sorted(totals.begin() + first_timed, totals.end());  // skip warm-up steps
   std::sort(sorted.begin(), sorted.end());
-  std::printf("median step %.3f s, min %.3f s, max %.3f s (steps 2..%d)\n", sorted[sorted.size() / 2], sorted.front(),
-              sorted.back(), steps - 1);
+  if (print_steps) {
+    std::printf("median step %.3f s, min %.3f s, max %.3f s (steps %d..%d)\n", sorted[sorted.size() / 2],
+                sorted.front(), sorted.back(), first_timed, o.steps - 1);
+  }
+
+  Measurement m;
+  m.size = size;
+  m.parameters = trainer.parameter_count();
+  m.median_step_s = sorted[sorted.size() / 2];
+  m.samples_per_s = static_cast<double>(o.batch) * timed / window_s;
+  m.valid_frames_per_s = static_cast<double>(valid_frames) * timed / window_s;
+  m.padded_frames_per_s = static_cast<double>(o.batch) * o.frames * timed / window_s;
+  return m;
+}
+
+void print_throughput(const Measurement& m, int timed_steps) {
+  std::printf("throughput over %d steps back to back: %.1f samples/s, %.0f mel frames/s (valid; %.0f padded)\n",
+              timed_steps, m.samples_per_s, m.valid_frames_per_s, m.padded_frames_per_s);
+}
+
+int run_table(const Options& o) {
+  const int tokens = std::max(8, o.frames / 5);
+  const auto shape = testing::make_batch(o.batch, tokens, o.frames, o.n_mels, 100, 1);
+  int64_t valid_frames = 0;
+  for (const int32_t length : shape.mel_lens) valid_frames += length;
+  const int first_timed = o.steps > warmup_steps ? warmup_steps : 0;
+  std::printf("# bench_train_step: device %s, bf16 autocast %s, batch %d x %d frames (%.0f%% valid) x %d mels, "
+              "%d tokens, %d threads, world %d; steps %d..%d timed\n",
+              describe_device(o).c_str(), o.bf16 ? "on" : "off", o.batch, o.frames,
+              100.0 * static_cast<double>(valid_frames) / (static_cast<double>(o.batch) * o.frames), o.n_mels, tokens,
+              o.threads, o.world, first_timed, o.steps - 1);
+  std::printf("# samples/s and mel frames/s over the timed steps back to back; valid = frames without padding\n");
+  std::printf("#%5s %10s %10s %11s %14s %14s\n", "size", "params", "median_ms", "samples/s", "valid_frm/s",
+              "padded_frm/s");
+  std::fflush(stdout);
+  for (const std::string& size : o.table) {
+    const Measurement m = measure(o, size, false);
+    std::printf(" %5s %9.1fM %10.1f %11.1f %14.0f %14.0f\n", m.size.c_str(), static_cast<double>(m.parameters) / 1e6,
+                m.median_step_s * 1e3, m.samples_per_s, m.valid_frames_per_s, m.padded_frames_per_s);
+    std::fflush(stdout);
+  }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) return usage();
+  const std::string skip = skip_reason(o);
+  if (!skip.empty()) {
+    std::printf("bench_train_step: skipped (device %s): %s\n", o.device.c_str(), skip.c_str());
+    return 0;
+  }
+  try {
+    set_compute_threads(o.threads);
+    if (!o.table.empty()) return run_table(o);
+    const Measurement m = measure(o, o.size, true);
+    if (on_cuda(o)) print_throughput(m, o.steps > warmup_steps ? o.steps - warmup_steps : o.steps);
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "bench_train_step: %s\n", error.what());
+    return 1;
+  }
 }
