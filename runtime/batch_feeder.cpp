@@ -99,6 +99,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
           timing::ScopedSpan span(timing::Stage::collate, global, target.rank);
           collate(samples, plan->buckets()[static_cast<size_t>(planned.bucket)], n_mels, at.epoch, at.step,
                   planned.bucket, bytes);
+          if (options_.on_collated) options_.on_collated(bytes, global);
           delay.apply(timing::Stage::collate, rank, global);
           span.set_bytes(static_cast<int64_t>(bytes.size()));
         }
@@ -153,13 +154,19 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
       changed.notify_all();
       recorder.count(queue_depth, static_cast<double>(queued));
       stats.wait_s += seconds_since(wait_start);
+      const void* payload = bytes.data();
+      if (options_.to_send) {
+        const auto device_start = Clock::now();
+        payload = options_.to_send(bytes, global, target.rank);
+        stats.device_s += seconds_since(device_start);
+      }
       wait_start = Clock::now();
       // One send() both waits for a credit and moves the bytes; the channel's own clocks split
       // the call into the two spans the report tells apart.
       last_target_rank_ = target.rank;
       const transport::ChannelStats before = target.channel->stats();
       const int64_t send_start = timing::now_ns();
-      target.channel->send(bytes.data(), bytes.size());
+      target.channel->send(payload, bytes.size());
       delay.apply(timing::Stage::send, rank, global);
       const int64_t send_end = timing::now_ns();
       const transport::ChannelStats after = target.channel->stats();

@@ -37,6 +37,7 @@ struct FeedStats {
   double read_s = 0;     // cache reads, summed over worker threads
   double collate_s = 0;  // padding into batch buffers, summed over worker threads
   double wait_s = 0;     // sender blocked for a credit or a batch to be ready
+  double device_s = 0;   // sender uploading batches to its GPU and running GPU work (to_send)
   double wall_s = 0;
 };
 
@@ -66,6 +67,13 @@ struct FeedOptions {
   timing::InjectedDelay delay;   // debug.delay_*: off by default
   // Called on the sending thread after every send (the live status line's chance to talk MPI).
   std::function<void(int64_t global_step)> after_send;
+  // Host batch work (normalisation, masks on a CPU data rank): called by the reader threads on
+  // each collated batch, inside its collate span. Must be thread-safe.
+  std::function<void(std::vector<std::byte>& batch, int64_t global_step)> on_collated;
+  // GPU data ranks: called on the sending thread before each send with the collated host batch;
+  // returns the memory to send (e.g. the batch uploaded to the GPU and transformed there) and
+  // records its own spans (host_to_device, gpu_work). Unset: the host bytes are sent.
+  std::function<const void*(const std::vector<std::byte>& batch, int64_t global_step, int target_rank)> to_send;
 };
 
 class BatchFeeder {

@@ -23,7 +23,7 @@ TEST(FeedPublicHeaders, ExposeNoBackendInternals) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 5);
+  EXPECT_EQ(checked, 6);
 }
 
 }  // namespace
