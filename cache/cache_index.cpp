@@ -81,6 +81,8 @@ IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard
   std::unordered_map<std::string, std::pair<int64_t, int64_t>> seen_ids;  // id -> (shard, row)
   int64_t previous_number = -1;
   const fs::path index_path = dir / summary.index_file;
+  MelSums mel_sums;
+  std::vector<std::string> shards_without_sums;
 
   for (const fs::path& file : shard_files) {
     const int64_t number = parse_shard_file_name(file);
@@ -110,12 +112,18 @@ IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard
     if (summary.shards.empty()) {
       summary.fingerprint = info.fingerprint;
       summary.n_mels = info.n_mels;
+      mel_sums = MelSums(info.n_mels);
     } else if (info.fingerprint != summary.fingerprint || info.n_mels != summary.n_mels) {
       throw CacheError(file.string() + " was made with other settings (fingerprint " +
                        info.fingerprint + ", n_mels " + std::to_string(info.n_mels) + ") than " +
                        summary.shards.front().file + " (fingerprint " + summary.fingerprint +
                        ", n_mels " + std::to_string(summary.n_mels) +
                        "): the cache mixes two prep runs; delete it and run `sluice prep` again");
+    }
+    if (std::optional<MelSums> sums = reader.read_mel_sums()) {
+      mel_sums.add(*sums);
+    } else {
+      shards_without_sums.push_back(file.filename().string());
     }
     ShardColumns columns = reader.read_columns();
     ManifestShard stats;
@@ -158,6 +166,16 @@ IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard
   if (summary.shards.empty()) {
     throw CacheError("write_index: no shard files given for " + dir.string() +
                      "; did the prep job write any?");
+  }
+  if (shards_without_sums.empty()) {
+    summary.mel_statistics = mel_sums.statistics();
+  } else {
+    log::get("cache")->warn(
+        "{} of {} shards ({}{}) have no /mel_sum, /mel_sum_sq (written before per-bin mel "
+        "statistics): the manifest gets no mel_statistics; re-running `sluice prep` rewrites "
+        "such shards",
+        shards_without_sums.size(), summary.shards.size(), shards_without_sums.front(),
+        shards_without_sums.size() > 1 ? ", ..." : "");
   }
   summary.languages = encode(languages, index.language, "language");
   summary.speakers = encode(speakers, index.speaker, "speaker");
@@ -274,6 +292,7 @@ Manifest write_manifest(const fs::path& dir, IndexSummary summary, const nlohman
   manifest.shards = std::move(summary.shards);
   manifest.totals = summary.totals;
   manifest.index = summary.index_file;
+  manifest.mel_statistics = std::move(summary.mel_statistics);
   manifest.write(dir);
   return manifest;
 }

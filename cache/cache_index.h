@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/manifest.h"
+#include "cache/mel_statistics.h"
 
 namespace sluice::cache {
 
@@ -25,6 +27,9 @@ struct IndexSummary {
   // Every shard's /rejects lines, in shard order: what rejects.jsonl is rebuilt from, collected
   // while the shards are open anyway.
   std::vector<std::string> reject_lines;
+  // Per-bin statistics from the sum of every shard's /mel_sum and /mel_sum_sq; nullopt when any
+  // shard predates them (its sums are unknown, so no correct total exists).
+  std::optional<MelStatistics> mel_statistics;
 };
 
 // The columns of index.h5, row i = sample i in cache order.
@@ -44,9 +49,10 @@ struct IndexColumns {
 // sorted by shard number.
 std::vector<std::filesystem::path> list_shard_files(const std::filesystem::path& dir);
 
-// Reads every shard's small columns and writes dir/index.h5 atomically. shard_files must be in
-// dir, in ascending shard number, and agree on fingerprint and n_mels (else CacheError naming the
-// shard). Returns the statistics for the manifest.
+// Reads every shard's small columns (and its per-bin mel sums) and writes dir/index.h5
+// atomically. shard_files must be in dir, in ascending shard number, and agree on fingerprint and
+// n_mels (else CacheError naming the shard). Returns the statistics for the manifest. Shards
+// written by any prep rank are read here, so rank 0 alone can sum the whole cache.
 IndexSummary write_index(const std::filesystem::path& dir,
                          const std::vector<std::filesystem::path>& shard_files);
 

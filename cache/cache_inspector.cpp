@@ -107,6 +107,23 @@ void histogram_text(std::ostringstream& out, const std::string& title, const His
   }
 }
 
+// One line: frames, and the range over bins of the mean and of the std.
+void mel_statistics_text(std::ostringstream& out, const std::optional<MelStatistics>& stats) {
+  if (!stats) {
+    out << "  mel statistics: none (the cache was written before per-bin statistics existed; "
+           "re-running `sluice prep` on it writes them)\n";
+    return;
+  }
+  out << "  mel statistics: " << stats->frames << " frames, " << stats->mean.size() << " bins";
+  if (!stats->mean.empty()) {
+    const auto [mean_lo, mean_hi] = std::minmax_element(stats->mean.begin(), stats->mean.end());
+    const auto [std_lo, std_hi] = std::minmax_element(stats->stddev.begin(), stats->stddev.end());
+    out << std::setprecision(4) << ", mean " << *mean_lo << " .. " << *mean_hi << ", std "
+        << *std_lo << " .. " << *std_hi << " (over bins)" << std::defaultfloat;
+  }
+  out << "\n";
+}
+
 }  // namespace
 
 InspectResult inspect_cache(const fs::path& dir) {
@@ -119,6 +136,7 @@ InspectResult inspect_cache(const fs::path& dir) {
   r.shards = static_cast<int64_t>(manifest.shards.size());
   r.n_mels = index.n_mels;
   r.totals = manifest.totals;
+  r.mel_statistics = manifest.mel_statistics;
   r.frames = make_histogram("frames", 100, 20);
   r.tokens = make_histogram("tokens", 20, 20);
   r.seconds = make_histogram("s", 1.0, 20);
@@ -159,6 +177,7 @@ std::string InspectResult::to_text() const {
       << " frames, " << totals.tokens << " tokens, " << std::fixed << std::setprecision(2)
       << totals.seconds / 3600.0 << " h of audio, " << totals.rejects << " rejected inputs\n";
   out << std::defaultfloat;
+  mel_statistics_text(out, mel_statistics);
   histogram_text(out, "frames per sample", frames);
   histogram_text(out, "tokens per sample", tokens);
   histogram_text(out, "seconds per sample", seconds);
@@ -197,6 +216,12 @@ std::string InspectResult::to_text() const {
 }
 
 json InspectResult::to_json() const {
+  json stats = nullptr;
+  if (mel_statistics) {
+    stats = {{"frames", mel_statistics->frames},
+             {"mean", mel_statistics->mean},
+             {"std", mel_statistics->stddev}};
+  }
   return {{"dir", dir.string()},
           {"fingerprint", fingerprint},
           {"created", created},
@@ -215,7 +240,8 @@ json InspectResult::to_json() const {
             {"used_in_range", vocabulary.used_in_range},
             {"out_of_range", vocabulary.out_of_range},
             {"min_id", vocabulary.min_id},
-            {"max_id", vocabulary.max_id}}}};
+            {"max_id", vocabulary.max_id}}},
+          {"mel_statistics", stats}};
 }
 
 }  // namespace sluice::cache

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/manifest.h"
+#include "cache/mel_statistics.h"
 
 namespace sluice::cache {
 
@@ -48,6 +50,9 @@ struct InspectResult {
   Histogram frames, tokens, seconds;
   std::vector<NameCount> languages, speakers;  // most samples first
   VocabularyCoverage vocabulary;
+  // The manifest's per-bin statistics; nullopt for a cache written before them (the text then
+  // says so and that re-running `sluice prep` writes them; the JSON has null).
+  std::optional<MelStatistics> mel_statistics;
 
   std::string to_text() const;
   nlohmann::json to_json() const;

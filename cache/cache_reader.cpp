@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "cache/cache_index.h"
 #include "cache/hdf5_handle.h"
@@ -34,6 +35,7 @@ struct CacheReader::State {
   std::string fingerprint;
   int32_t n_mels = 0;
   int64_t chunk_cache_bytes = -1;
+  std::optional<MelStatistics> mel_statistics;  // from the manifest; absent in older caches
   std::vector<IndexEntry> entries;
   std::vector<ShardSlot> slots;
   std::vector<int32_t> slot_of_shard;  // shard number -> slots position, -1 when not listed
@@ -199,6 +201,14 @@ CacheReader CacheReader::open(const fs::path& dir, int64_t chunk_cache_bytes) {
                      std::to_string(manifest.totals.samples) + " samples); " + verify_advice(dir));
   }
   s.n_mels = static_cast<int32_t>(index.n_mels);
+  if (manifest.mel_statistics && static_cast<int64_t>(manifest.mel_statistics->mean.size()) !=
+                                     index.n_mels) {
+    throw CacheError((dir / Manifest::file_name).string() + " has mel_statistics for " +
+                     std::to_string(manifest.mel_statistics->mean.size()) +
+                     " mel bins, but the cache's n_mels is " + std::to_string(index.n_mels) +
+                     "; " + verify_advice(dir));
+  }
+  s.mel_statistics = std::move(manifest.mel_statistics);
 
   int64_t max_shard = -1;
   for (const ManifestShard& shard : manifest.shards) max_shard = std::max(max_shard, shard.shard);
@@ -242,6 +252,9 @@ const std::vector<IndexEntry>& CacheReader::entries() const { return state_->ent
 const nlohmann::json& CacheReader::manifest() const { return state_->manifest_json; }
 const fs::path& CacheReader::dir() const { return state_->dir; }
 int32_t CacheReader::n_mels() const { return state_->n_mels; }
+const MelStatistics* CacheReader::mel_statistics() const {
+  return state_->mel_statistics ? &*state_->mel_statistics : nullptr;
+}
 
 Sample CacheReader::read(int64_t index) {
   std::vector<Sample> samples = read_batch({index});

@@ -6,9 +6,9 @@
 //
 // Thread-safety: the serial HDF5 build is not thread-safe, so every HDF5 call in sluice_cache
 // (this reader, other readers, shard writers) holds one process-wide lock. read()/read_batch()
-// may be called from several threads, but their I/O is serialised; size(), entry(), entries()
-// and manifest() are immutable after open() and need no lock. For parallel decoding, keep reads
-// on one I/O thread and parallelise the work done on the returned samples.
+// may be called from several threads, but their I/O is serialised; size(), entry(), entries(),
+// manifest() and mel_statistics() are immutable after open() and need no lock. For parallel
+// decoding, keep reads on one I/O thread and parallelise the work done on the returned samples.
 //
 // Errors are CacheError: a missing or unfinished cache, a format version this build does not
 // read, an index out of range, or a failed read (a chunk whose fletcher32 checksum does not
@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "cache/mel_statistics.h"
 
 namespace sluice::cache {
 
@@ -60,6 +62,11 @@ class CacheReader {
   const nlohmann::json& manifest() const;
   const std::filesystem::path& dir() const;
   int32_t n_mels() const;
+  // Per-mel-bin mean and std over every frame of the cache (manifest.json's "mel_statistics",
+  // n_mels entries each), for normalising features. nullptr for a cache written before these
+  // statistics existed: re-running `sluice prep` on it adds them. Immutable after open(); the
+  // pointer lives as long as the reader.
+  const MelStatistics* mel_statistics() const;
 
   Sample read(int64_t index);
   // The samples of `indices`, returned in the caller's order (duplicates allowed). Reads are

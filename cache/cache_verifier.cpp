@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iomanip>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "cache/durable_file.h"
 #include "cache/hdf5_handle.h"
 #include "cache/manifest.h"
+#include "cache/mel_statistics.h"
 #include "cache/shard_layout.h"
 #include "cache/shard_reader.h"
 #include "common/error.h"
@@ -68,6 +72,7 @@ class Verifier {
     check_manifest(manifest);
     check_index(manifest);
     for (const ManifestShard& shard : manifest.shards) check_shard(manifest, shard);
+    check_mel_statistics(manifest);
     scan_directory(manifest);
     return std::move(result_);
   }
@@ -470,6 +475,7 @@ class Verifier {
     std::error_code error;
     if (!fs::is_regular_file(path, error)) {
       fault(label, -1, "", "missing: listed in manifest.json but not on disk");
+      mel_sums_usable_ = false;  // the total over the shards is unknown
       return;
     }
     auto held = h5::lock();
@@ -510,7 +516,10 @@ class Verifier {
       stored_digest = h5::read_string_attribute(root, layout::attr_strings_xxh64, where);
     } catch (const CacheError& failure) {
       fault(label, -1, "", failure.what());
-      if (!file.valid()) return;
+      if (!file.valid()) {
+        mel_sums_usable_ = false;  // the total over the shards is unknown
+        return;
+      }
     }
     ++result_.shards_checked;
     const hid_t f = file.id();
@@ -542,9 +551,18 @@ class Verifier {
                              : static_cast<int64_t>(id_read.dims.empty() ? 0 : id_read.dims[0]);
     const bool mel_offsets_ok = mel_offsets_read.ok;
     const bool token_offsets_ok = token_offsets_read.ok;
-    const DatasetRead mel_read =
-        read_numeric<float>(f, label, layout::mel, H5T_NATIVE_FLOAT, H5T_FLOAT,
-                            offset_locator(mel_offsets, mel_offsets_ok, ids), nullptr);
+    // While /mel is read for its checksums anyway, its frames are summed per bin in the
+    // writer's order, so the shard's stored /mel_sum and /mel_sum_sq can be checked exactly.
+    MelSums from_mel(n_mels > 0 ? n_mels : 0);
+    const bool sum_mel = n_mels > 0 && mel_width(f, label) == n_mels;
+    const DatasetRead mel_read = read_numeric<float>(
+        f, label, layout::mel, H5T_NATIVE_FLOAT, H5T_FLOAT,
+        offset_locator(mel_offsets, mel_offsets_ok, ids),
+        sum_mel ? std::function<void(hsize_t, hsize_t, const float*)>(
+                      [&from_mel](hsize_t, hsize_t count, const float* data) {
+                        from_mel.add_frames(data, static_cast<int64_t>(count));
+                      })
+                : nullptr);
     const DatasetRead tokens_read =
         read_numeric<int32_t>(f, label, layout::tokens, H5T_NATIVE_INT32, H5T_INTEGER,
                               offset_locator(token_offsets, token_offsets_ok, ids), nullptr);
@@ -558,6 +576,8 @@ class Verifier {
     const bool strings_ok = id_read.ok && texts_ok && languages_ok && speakers_ok && rejects_ok;
 
     check_chunk_addresses(f, label, mel_offsets, mel_offsets_ok, ids);
+    const int64_t mel_rows = mel_read.dims.empty() ? -1 : static_cast<int64_t>(mel_read.dims[0]);
+    check_mel_sums(f, label, n_mels, mel_rows, sum_mel && mel_read.ok ? &from_mel : nullptr);
 
     // Strings carry no HDF5 checksum (HDF5 allows no filter on variable-length data); the digest
     // covers their bytes.
@@ -687,8 +707,176 @@ class Verifier {
     }
   }
 
+  // Width of /mel, or -1 when it cannot be read (the /mel checks report why).
+  int64_t mel_width(hid_t file, const std::string& label) const {
+    const h5::Where at{(result_.dir / label).string(), "/mel"};
+    try {
+      h5::Dataset mel = h5::open_dataset(file, layout::mel, at);
+      const std::vector<hsize_t> dims = h5::extent(mel, at);
+      return dims.size() == 2 ? static_cast<int64_t>(dims[1]) : -1;
+    } catch (const CacheError&) {
+      return -1;
+    }
+  }
+
+  // A shard's /mel_sum and /mel_sum_sq (optional: shards written before per-bin statistics have
+  // neither) must be n_mels long and equal the sums of its /mel frames (from_mel, when /mel was
+  // read whole). The stored sums are added to mel_sums_, which check_mel_statistics compares
+  // with the manifest. frames: /mel's length, -1 when unknown (then the total is unknown too).
+  void check_mel_sums(hid_t file, const std::string& label, int64_t n_mels, int64_t frames,
+                      const MelSums* from_mel) {
+    const h5::Where where{(result_.dir / label).string(), ""};
+    if (frames < 0) mel_sums_usable_ = false;  // the /mel checks report why
+    bool has_sum = false, has_sum_sq = false;
+    try {
+      has_sum = h5::has_link(file, layout::mel_sum, where);
+      has_sum_sq = h5::has_link(file, layout::mel_sum_sq, where);
+    } catch (const CacheError& failure) {
+      fault(label, -1, "", failure.what());
+      mel_sums_usable_ = false;
+      return;
+    }
+    if (!has_sum && !has_sum_sq) {
+      shards_without_sums_.push_back(label);
+      return;
+    }
+    if (!has_sum || !has_sum_sq) {
+      fault(label, -1, "",
+            std::string("has /") + (has_sum ? layout::mel_sum : layout::mel_sum_sq) +
+                " but not /" + (has_sum ? layout::mel_sum_sq : layout::mel_sum) +
+                ": the shard is damaged");
+      mel_sums_usable_ = false;
+      return;
+    }
+    MelSums stored;
+    stored.frames = frames;
+    const Locator by_bin = [](int64_t first, int64_t) {
+      return Location{-1, "", "bin " + std::to_string(first)};
+    };
+    auto collect = [](std::vector<double>& out) {
+      return std::function<void(hsize_t, hsize_t, const double*)>(
+          [&out](hsize_t, hsize_t count, const double* data) {
+            out.insert(out.end(), data, data + count);
+          });
+    };
+    const bool read_ok = read_numeric<double>(file, label, layout::mel_sum, H5T_NATIVE_DOUBLE,
+                                              H5T_FLOAT, by_bin, collect(stored.sum))
+                             .ok &
+                         read_numeric<double>(file, label, layout::mel_sum_sq, H5T_NATIVE_DOUBLE,
+                                              H5T_FLOAT, by_bin, collect(stored.sum_sq))
+                             .ok;
+    if (!read_ok) {
+      mel_sums_usable_ = false;
+      return;
+    }
+    for (auto [name, values] : {std::pair<const char*, const std::vector<double>*>{
+                                    layout::mel_sum, &stored.sum},
+                                {layout::mel_sum_sq, &stored.sum_sq}}) {
+      if (static_cast<int64_t>(values->size()) != n_mels) {
+        fault(label, -1, "",
+              std::string("/") + name + " has " + std::to_string(values->size()) +
+                  " values; n_mels is " + std::to_string(n_mels));
+        mel_sums_usable_ = false;
+        return;
+      }
+    }
+    if (from_mel != nullptr) {
+      for (auto [name, values, expected] :
+           {std::tuple<const char*, const std::vector<double>*, const std::vector<double>*>{
+                layout::mel_sum, &stored.sum, &from_mel->sum},
+            {layout::mel_sum_sq, &stored.sum_sq, &from_mel->sum_sq}}) {
+        int64_t differing = 0, first = -1;
+        for (size_t b = 0; b < values->size(); ++b) {
+          // Same frames, same order, same double arithmetic as the writer: equal up to rounding.
+          if (std::fabs((*values)[b] - (*expected)[b]) >
+              1e-9 * std::max({1.0, std::fabs((*values)[b]), std::fabs((*expected)[b])})) {
+            if (first < 0) first = static_cast<int64_t>(b);
+            ++differing;
+          }
+        }
+        if (differing > 0) {
+          std::ostringstream problem;
+          problem << std::setprecision(17) << "/" << name << "[" << first << "] is "
+                  << (*values)[first] << " but the frames of /mel give " << (*expected)[first]
+                  << " (" << differing << " of " << values->size()
+                  << " bins differ): the stored sums do not describe this shard's frames; "
+                     "rebuild the shard with `sluice prep`";
+          fault(label, -1, "", problem.str());
+        }
+      }
+    }
+    try {
+      if (!mel_sums_) mel_sums_ = MelSums(n_mels);
+      mel_sums_->add(stored);
+    } catch (const CacheError&) {
+      // Shards of different n_mels: reported by the n_mels checks.
+      mel_sums_usable_ = false;
+    }
+  }
+
+  // The manifest's "mel_statistics" (optional) must be what the shards' sums give.
+  void check_mel_statistics(const Manifest& m) {
+    const std::string label = Manifest::file_name;
+    if (!m.mel_statistics) {
+      result_.notes.push_back(
+          "manifest.json has no mel_statistics (per-bin mean and std for normalisation): the "
+          "cache was written before they existed; re-running `sluice prep` writes them");
+      return;
+    }
+    if (!shards_without_sums_.empty()) {
+      fault(label, -1, "",
+            "has mel_statistics, but " + shards_without_sums_.front() +
+                (shards_without_sums_.size() > 1
+                     ? " and " + std::to_string(shards_without_sums_.size() - 1) + " more shards"
+                     : std::string()) +
+                " have no /mel_sum, /mel_sum_sq to derive them from: a shard was replaced after "
+                "the cache was built; re-run `sluice prep`");
+      return;
+    }
+    if (!mel_sums_usable_ || !mel_sums_) return;  // the shard faults say why
+    const MelStatistics& stated = *m.mel_statistics;
+    const MelStatistics expected = mel_sums_->statistics();
+    const std::string advice =
+        ": manifest.json was changed after the cache was built; re-run `sluice prep` (it keeps "
+        "complete shards) to rewrite it";
+    if (stated.frames != expected.frames) {
+      fault(label, -1, "",
+            "mel_statistics.frames is " + std::to_string(stated.frames) +
+                " but the shards hold " + std::to_string(expected.frames) + " frames" + advice);
+    }
+    for (auto [name, values, want] :
+         {std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>{
+              "mean", &stated.mean, &expected.mean},
+          {"std", &stated.stddev, &expected.stddev}}) {
+      if (values->size() != want->size()) {
+        fault(label, -1, "",
+              std::string("mel_statistics.") + name + " has " + std::to_string(values->size()) +
+                  " entries; the cache has " + std::to_string(want->size()) + " mel bins" + advice);
+        continue;
+      }
+      int64_t differing = 0, first = -1;
+      for (size_t b = 0; b < values->size(); ++b) {
+        if (!nearly_equal((*values)[b], (*want)[b])) {
+          if (first < 0) first = static_cast<int64_t>(b);
+          ++differing;
+        }
+      }
+      if (differing > 0) {
+        std::ostringstream problem;
+        problem << std::setprecision(9) << "mel_statistics." << name << "[" << first << "] is "
+                << (*values)[first] << " but the shards' /mel_sum, /mel_sum_sq give "
+                << (*want)[first] << " (" << differing << " of " << values->size()
+                << " bins differ)" << advice;
+        fault(label, -1, "", problem.str());
+      }
+    }
+  }
+
   VerifyResult result_;
   IndexView index_;
+  std::optional<MelSums> mel_sums_;  // the shards' stored sums, added up
+  bool mel_sums_usable_ = true;      // false once a shard's sums could not be used
+  std::vector<std::string> shards_without_sums_;  // written before per-bin statistics
 };
 
 std::string location(const VerifyFault& fault) {

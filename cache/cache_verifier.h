@@ -4,7 +4,10 @@
 // shard's strings_xxh64 (fletcher32 on variable-length strings covers only heap references), the
 // offsets (monotonic, starting at 0, ending at the dataset's length), the format attributes, that
 // every shard's fingerprint is the manifest's, and that the manifest's counts and the index agree
-// with the shards row by row.
+// with the shards row by row. Per-bin mel statistics, where present: each shard's /mel_sum and
+// /mel_sum_sq must equal the sums of its /mel frames, and manifest.json's "mel_statistics" must be
+// what the shards' sums give (a mismatch names the field, e.g. mel_statistics.mean[3]). A cache
+// written before those statistics existed gets a note, not a fault.
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>

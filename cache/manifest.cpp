@@ -49,17 +49,23 @@ json Manifest::to_json() const {
                           {"rejects", shard.rejects},
                           {"bytes", shard.bytes}});
   }
-  return json{{"format", format_name},
-              {"format_version", format_version},
-              {"fingerprint", fingerprint},
-              {"created", created},
-              {"settings", settings},
-              {"vocabulary", vocabulary},
-              {"languages", languages},
-              {"speakers", speakers},
-              {"shards", shard_list},
-              {"totals", totals.to_json()},
-              {"index", index}};
+  json out{{"format", format_name},
+           {"format_version", format_version},
+           {"fingerprint", fingerprint},
+           {"created", created},
+           {"settings", settings},
+           {"vocabulary", vocabulary},
+           {"languages", languages},
+           {"speakers", speakers},
+           {"shards", shard_list},
+           {"totals", totals.to_json()},
+           {"index", index}};
+  if (mel_statistics) {
+    out["mel_statistics"] = {{"frames", mel_statistics->frames},
+                             {"mean", mel_statistics->mean},
+                             {"std", mel_statistics->stddev}};
+  }
+  return out;
 }
 
 Manifest Manifest::from_json(const json& j, const std::string& source) {
@@ -105,6 +111,24 @@ Manifest Manifest::from_json(const json& j, const std::string& source) {
   m.totals.seconds = field<double>(totals, "seconds", source, "totals.");
   m.totals.rejects = field<int64_t>(totals, "rejects", source, "totals.");
   m.index = field<std::string>(j, "index", source, "");
+  if (auto it = j.find("mel_statistics"); it != j.end()) {
+    const std::string at = "mel_statistics.";
+    if (!it->is_object()) {
+      throw CacheError(source + ": 'mel_statistics' is not an object; rebuild the cache with "
+                       "`sluice prep`");
+    }
+    MelStatistics stats;
+    stats.frames = field<int64_t>(*it, "frames", source, at);
+    stats.mean = field<std::vector<float>>(*it, "mean", source, at);
+    stats.stddev = field<std::vector<float>>(*it, "std", source, at);
+    if (stats.frames < 0 || stats.mean.size() != stats.stddev.size()) {
+      throw CacheError(source + ": 'mel_statistics' is inconsistent (frames " +
+                       std::to_string(stats.frames) + ", " + std::to_string(stats.mean.size()) +
+                       " means, " + std::to_string(stats.stddev.size()) +
+                       " stds); rebuild the cache with `sluice prep`");
+    }
+    m.mel_statistics = std::move(stats);
+  }
   return m;
 }
 

@@ -5,8 +5,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "cache/mel_statistics.h"
 
 namespace sluice::cache {
 
@@ -41,9 +44,14 @@ struct Manifest {
   std::vector<ManifestShard> shards;   // in cache order (ascending shard number)
   ManifestTotals totals;
   std::string index = "index.h5";
+  // "mel_statistics": {"frames", "mean", "std"}, derived from the shards' /mel_sum and
+  // /mel_sum_sq when the index is built. Optional within format_version 1: absent in caches
+  // written before it existed, and when any shard lacks the sums.
+  std::optional<MelStatistics> mel_statistics;
 
   nlohmann::json to_json() const;
-  // Throws CacheError naming source for a wrong format, version, or a missing/mistyped field.
+  // Throws CacheError naming source for a wrong format, version, or a missing/mistyped field
+  // (mel_statistics may be absent; when present, mean and std must be lists of equal length).
   static Manifest from_json(const nlohmann::json& json, const std::string& source);
 
   // Reads dir/manifest.json; CacheError when missing (says how to build a cache), unparsable or of

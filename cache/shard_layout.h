@@ -38,6 +38,11 @@ inline constexpr const char* rejects = "rejects";
 // Optional (written when /mel's only filter is fletcher32): the file address of every /mel chunk,
 // in chunk order, so readers can read chunks without asking HDF5's chunk index each time.
 inline constexpr const char* mel_chunk_addresses = "mel_chunk_addresses";
+// Optional (written by every shard writer since per-bin statistics; absent in older shards):
+// float64 [n_mels], the sum and the sum of squares of each mel bin over all of /mel's frames.
+// The manifest's "mel_statistics" is derived from them (cache/mel_statistics.h).
+inline constexpr const char* mel_sum = "mel_sum";
+inline constexpr const char* mel_sum_sq = "mel_sum_sq";
 // Chunks (and other objects of 1 KiB or more) start at multiples of this many bytes, so a chunk
 // in a memory-mapped shard is aligned for float access.
 inline constexpr uint64_t file_alignment = 64;

@@ -332,6 +332,36 @@ ShardRow ShardReader::read(int64_t row) const {
   return result;
 }
 
+std::optional<MelSums> ShardReader::read_mel_sums() const {
+  const Impl& s = *impl_;
+  auto held = h5::lock();
+  const bool has_sum = h5::has_link(s.file.id(), layout::mel_sum, s.where);
+  const bool has_sum_sq = h5::has_link(s.file.id(), layout::mel_sum_sq, s.where);
+  if (!has_sum && !has_sum_sq) return std::nullopt;  // written before per-bin statistics
+  if (!has_sum || !has_sum_sq) {
+    throw CacheError(s.where.file + " has /" + (has_sum ? layout::mel_sum : layout::mel_sum_sq) +
+                     " but not /" + (has_sum ? layout::mel_sum_sq : layout::mel_sum) +
+                     "; the shard is damaged: run `sluice cache verify` and rebuild it with "
+                     "`sluice prep`");
+  }
+  MelSums sums(s.info.n_mels);
+  sums.frames = s.mel_offsets.back();
+  for (auto [name, values] :
+       {std::pair<const char*, std::vector<double>*>{layout::mel_sum, &sums.sum},
+        {layout::mel_sum_sq, &sums.sum_sq}}) {
+    const h5::Where at = s.where.with(std::string("/") + name);
+    h5::Dataset dataset = s.open(name);
+    const std::vector<hsize_t> dims = h5::extent(dataset, at);
+    if (dims.size() != 1 || static_cast<int64_t>(dims[0]) != s.info.n_mels) {
+      throw CacheError(at.describe() + " should hold n_mels = " + std::to_string(s.info.n_mels) +
+                       " values; the shard is damaged: run `sluice cache verify` and rebuild it "
+                       "with `sluice prep`");
+    }
+    h5::read_rows(dataset, H5T_NATIVE_DOUBLE, 0, dims[0], values->data(), at);
+  }
+  return sums;
+}
+
 ShardColumns ShardReader::read_columns() const {
   const Impl& s = *impl_;
   auto held = h5::lock();
@@ -411,11 +441,22 @@ bool is_complete_shard(const fs::path& path, const std::string& expected_fingerp
           layout::attr_shard, layout::attr_strings_xxh64}) {
       if (!h5::has_attribute(root, name, where)) return false;
     }
-    return h5::read_string_attribute(root, layout::attr_format, where) == layout::shard_format &&
-           h5::read_int_attribute(root, layout::attr_format_version, where) ==
-               layout::shard_format_version &&
-           h5::read_int_attribute(root, layout::attr_shard, where) == number &&
-           h5::read_string_attribute(root, layout::attr_fingerprint, where) == expected_fingerprint;
+    const bool matches =
+        h5::read_string_attribute(root, layout::attr_format, where) == layout::shard_format &&
+        h5::read_int_attribute(root, layout::attr_format_version, where) ==
+            layout::shard_format_version &&
+        h5::read_int_attribute(root, layout::attr_shard, where) == number &&
+        h5::read_string_attribute(root, layout::attr_fingerprint, where) == expected_fingerprint;
+    if (!matches) return false;
+    for (const char* name : {layout::mel_sum, layout::mel_sum_sq}) {
+      if (!h5::has_link(root, name, where)) {
+        log::get("cache")->info("{} has no /{} (written before per-bin mel statistics): it is "
+                                "rewritten",
+                                path.string(), name);
+        return false;
+      }
+    }
+    return true;
   } catch (const std::exception& error) {
     log::get("cache")->debug("{} is not a complete shard: {}", path.string(), error.what());
     return false;

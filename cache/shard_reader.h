@@ -9,8 +9,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "cache/mel_statistics.h"
 
 namespace sluice::cache {
 
@@ -72,6 +75,11 @@ class ShardReader {
                        const std::function<void(const float*, int64_t)>& consume) const;
   void read_tokens(int64_t first, int64_t count, int32_t* out) const;
 
+  // The per-bin sums over all of the shard's frames (/mel_sum, /mel_sum_sq; frames = the length
+  // of /mel). nullopt for a shard written before these datasets existed (it has neither);
+  // CacheError when only one is there or either is not n_mels long (a damaged shard).
+  std::optional<MelSums> read_mel_sums() const;
+
   ShardColumns read_columns() const;
   std::vector<std::string> read_texts() const;
   // Every token of the shard (for vocabulary statistics).
@@ -83,8 +91,10 @@ class ShardReader {
 };
 
 // For resume: true when path names a shard file ("shard-NNNNN.h5", not a temporary) that opens,
-// has format "sluice-shard" version 1, a shard attribute equal to NNNNN and the expected
-// fingerprint. False on any error (which is logged at debug level).
+// has format "sluice-shard" version 1, a shard attribute equal to NNNNN, the expected
+// fingerprint, and /mel_sum and /mel_sum_sq (a shard written before per-bin statistics is
+// rewritten, so that re-running prep gives the cache its statistics). False on any error (which
+// is logged at debug level).
 bool is_complete_shard(const std::filesystem::path& path, const std::string& expected_fingerprint);
 
 // "shard-00042.h5" for 42.

@@ -1,12 +1,14 @@
 #include "cache/shard_writer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <system_error>
 #include <vector>
 
 #include "cache/durable_file.h"
 #include "cache/hdf5_handle.h"
+#include "cache/mel_statistics.h"
 #include "cache/shard_layout.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -35,6 +37,7 @@ struct ShardWriter::Impl {
   std::vector<int32_t> tokens;
   std::vector<std::string> ids, texts, languages, speakers, rejects;
   std::vector<double> seconds;
+  MelSums mel_sums;  // over every frame appended so far; /mel_sum and /mel_sum_sq at commit()
 
   int64_t pending_rows() const { return static_cast<int64_t>(pending.size()) / n_mels; }
 
@@ -135,6 +138,8 @@ struct ShardWriter::Impl {
     write_column(layout::tokens, H5T_STD_I32LE, H5T_NATIVE_INT32, tokens);
     write_column(layout::token_offsets, H5T_STD_I64LE, H5T_NATIVE_INT64, token_offsets);
     write_column(layout::seconds, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, seconds);
+    write_column(layout::mel_sum, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, mel_sums.sum);
+    write_column(layout::mel_sum_sq, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, mel_sums.sum_sq);
     write_strings(layout::id, ids);
     write_strings(layout::text, texts);
     write_strings(layout::language, languages);
@@ -185,6 +190,7 @@ ShardWriter::ShardWriter(fs::path final_path, int shard_number, int n_mels, std:
   if (options.gzip_level < 0 || options.gzip_level > 9) {
     throw CacheError(target + ": gzip_level must be 0 (off) to 9");
   }
+  s.mel_sums = MelSums(n_mels);
   auto held = h5::lock();
   s.file = h5::create_file(s.temporary_path.string(), layout::file_alignment);
   s.mel = h5::create_chunked(
@@ -235,6 +241,17 @@ void ShardWriter::append(const ShardSample& sample) {
       (sample.n_tokens > 0 && sample.tokens == nullptr)) {
     throw CacheError(where + ": null mel or tokens pointer with a nonzero length");
   }
+  // Checked before anything is written, so a refused sample leaves the shard as it was. A NaN or
+  // infinity would also turn the bin's statistics (and the manifest's) into NaN.
+  const int64_t values = sample.n_frames * s.n_mels;
+  for (int64_t v = 0; v < values; ++v) {
+    if (!std::isfinite(sample.mel[v])) {
+      throw CacheError(where + ": mel value at frame " + std::to_string(v / s.n_mels) +
+                       ", bin " + std::to_string(v % s.n_mels) +
+                       " is not finite; the feature extraction produced it: check the audio "
+                       "and the features settings (features.log_floor must be > 0)");
+    }
+  }
   auto held = h5::lock();
   try {
     s.push_frames(sample.mel, sample.n_frames);
@@ -242,6 +259,7 @@ void ShardWriter::append(const ShardSample& sample) {
     s.failed = true;
     throw;
   }
+  s.mel_sums.add_frames(sample.mel, sample.n_frames);
   s.mel_offsets.push_back(s.mel_offsets.back() + sample.n_frames);
   s.tokens.insert(s.tokens.end(), sample.tokens, sample.tokens + sample.n_tokens);
   s.token_offsets.push_back(s.token_offsets.back() + sample.n_tokens);

@@ -14,6 +14,10 @@
 // 1000-sample shard that is ~1 MB, whatever the audio length. commit() also records where each
 // /mel chunk landed (/mel_chunk_addresses, for fast reads; ~40-80 ms per 1000-sample shard).
 //
+// Statistics: append() adds each frame to per-bin sums (double precision) and commit() writes
+// them as /mel_sum and /mel_sum_sq, so the cache's per-bin mean and std (manifest.json's
+// "mel_statistics", see mel_statistics.h) are built from the shards without reading /mel again.
+//
 // Thread-safety: a writer is used by one thread. HDF5 calls are serialised process-wide (see
 // cache_reader.h), so writers and readers on other threads are safe, but do not run in parallel.
 #include <cstdint>
@@ -29,7 +33,7 @@ struct ShardSample {
   std::string text;            // the text the tokens came from, UTF-8
   std::string language;        // e.g. "en"; becomes a code in the index
   std::string speaker;         // becomes a code in the index
-  const float* mel = nullptr;  // n_frames x n_mels, row-major (frame-major)
+  const float* mel = nullptr;  // n_frames x n_mels, row-major (frame-major); all finite
   int64_t n_frames = 0;
   const int32_t* tokens = nullptr;
   int64_t n_tokens = 0;
@@ -61,7 +65,8 @@ class ShardWriter {
   ~ShardWriter();
 
   // Appends one sample as the next row. Throws CacheError on a malformed sample (empty id, NUL in
-  // a string, null data with a nonzero length) or an I/O failure; after commit() it throws.
+  // a string, null data with a nonzero length, a NaN or infinite mel value: nothing of it is then
+  // written) or an I/O failure; after commit() it throws.
   void append(const ShardSample& sample);
   // Records one input of this shard's range that was skipped: one JSON line (no newline), stored
   // in /rejects. The prep job also writes it to rejects.jsonl.

@@ -69,13 +69,24 @@ TEST(CacheInspector, CountsWhatWasWritten) {
   EXPECT_EQ(result.vocabulary.min_id, 0);
   EXPECT_EQ(result.vocabulary.max_id, 61);
 
+  // Every mel value is 0.5: per-bin mean 0.5 and std 0 over all 2850 frames.
+  ASSERT_TRUE(result.mel_statistics.has_value());
+  EXPECT_EQ(result.mel_statistics->frames, 2850);
+  EXPECT_EQ(result.mel_statistics->mean, std::vector<float>(n_mels, 0.5f));
+  EXPECT_EQ(result.mel_statistics->stddev, std::vector<float>(n_mels, 0.0f));
+
   const std::string text = result.to_text();
   EXPECT_NE(text.find("4 samples"), std::string::npos) << text;
+  EXPECT_NE(text.find("mel statistics: 2850 frames, 4 bins, mean 0.5 .. 0.5, std 0 .. 0"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("OUTSIDE the vocabulary"), std::string::npos) << text;
   const nlohmann::json j = result.to_json();
   EXPECT_EQ(j["histograms"]["frames"]["overflow"], 1);
   EXPECT_EQ(j["vocabulary"]["distinct_ids"], 6);
   EXPECT_EQ(j["languages"][0]["name"], "en");
+  EXPECT_EQ(j["mel_statistics"]["frames"], 2850);
+  EXPECT_EQ(j["mel_statistics"]["mean"].size(), 4u);
 }
 
 TEST(CacheInspector, VocabularyWithoutSizeIsUnknown) {

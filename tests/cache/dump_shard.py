@@ -54,6 +54,14 @@ def main(path):
                 for c in range(n_chunks)
             ]
         out["rejects"] = f["rejects"].asstr()[()].tolist()
+        if "mel_sum" in f:
+            # The per-bin sums as stored, and as numpy computes them from /mel (pairwise summation:
+            # equal up to rounding, not bit for bit).
+            out["mel_sum"] = [float(v) for v in f["mel_sum"][()]]
+            out["mel_sum_sq"] = [float(v) for v in f["mel_sum_sq"][()]]
+            mel64 = mel.astype(np.float64)
+            out["mel_sum_numpy"] = [float(v) for v in mel64.sum(axis=0)]
+            out["mel_sum_sq_numpy"] = [float(v) for v in (mel64 * mel64).sum(axis=0)]
     json.dump(out, sys.stdout, ensure_ascii=False)
 
 

@@ -1,6 +1,8 @@
 // The shard format is readable by h5py with no sluice code: a Python script (dump_shard.py, run
 // with the system Python that has h5py) dumps a shard written here, and every value must equal
 // what ShardReader returns.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -49,7 +51,8 @@ TEST(H5pyInterop, PythonReadsTheSameValuesAsShardReader) {
   EXPECT_EQ(dump["attrs"]["n_mels"], n_mels);
   EXPECT_EQ(dump["attrs"]["strings_xxh64"], reader.info().strings_xxh64);
 
-  for (const char* name : {"mel", "mel_offsets", "tokens", "token_offsets", "seconds"}) {
+  for (const char* name :
+       {"mel", "mel_offsets", "tokens", "token_offsets", "seconds", "mel_sum", "mel_sum_sq"}) {
     ASSERT_TRUE(dump["datasets"].contains(name)) << name;
     EXPECT_TRUE(dump["datasets"][name]["fletcher32"].get<bool>()) << name;
     EXPECT_FALSE(dump["datasets"][name]["chunks"].is_null()) << name;
@@ -67,6 +70,19 @@ TEST(H5pyInterop, PythonReadsTheSameValuesAsShardReader) {
   EXPECT_EQ(dump["datasets"]["tokens"]["dtype"], "<i4");
   EXPECT_EQ(dump["datasets"]["seconds"]["dtype"], "<f8");
   EXPECT_EQ(dump["datasets"]["id"]["dtype"], "vlen-str");
+  EXPECT_EQ(dump["datasets"]["mel_sum"]["dtype"], "<f8");
+  EXPECT_EQ(dump["datasets"]["mel_sum"]["shape"], nlohmann::json({n_mels}));
+  EXPECT_EQ(dump["datasets"]["mel_sum_sq"]["shape"], nlohmann::json({n_mels}));
+  // The stored per-bin sums are what numpy computes from /mel.
+  for (const char* name : {"mel_sum", "mel_sum_sq"}) {
+    const std::vector<double> stored = dump[name];
+    const std::vector<double> numpy = dump[std::string(name) + "_numpy"];
+    ASSERT_EQ(stored.size(), static_cast<size_t>(n_mels)) << name;
+    ASSERT_EQ(numpy.size(), static_cast<size_t>(n_mels)) << name;
+    for (int b = 0; b < n_mels; ++b) {
+      EXPECT_NEAR(stored[b], numpy[b], 1e-9 * std::max(1.0, std::fabs(numpy[b]))) << name << b;
+    }
+  }
 
   ASSERT_EQ(dump["samples"].size(), static_cast<size_t>(reader.size()));
   for (int64_t i = 0; i < reader.size(); ++i) {

@@ -11,7 +11,8 @@ namespace {
 
 TEST(CachePublicHeaders, IncludeNoHdf5) {
   for (const char* header : {"cache_reader.h", "cache_index.h", "manifest.h", "shard_writer.h",
-                             "shard_reader.h", "cache_verifier.h", "cache_inspector.h"}) {
+                             "shard_reader.h", "cache_verifier.h", "cache_inspector.h",
+                             "mel_statistics.h"}) {
     std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/cache/" + header);
     ASSERT_TRUE(in) << header;
     std::stringstream text;
