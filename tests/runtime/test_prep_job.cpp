@@ -101,6 +101,32 @@ TEST_F(PrepJob, ThreeRanksWriteTheSameSamplesAsOneProcess) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(manifest_of(cache)["fingerprint"], manifest_of(reference_)["fingerprint"]);
   expect_same_samples(reference_, cache);
+  // Per-bin statistics summed over the shards of all three ranks by rank 0: one per mel bin,
+  // over every frame, plausible for log-mels (floor log(1e-5) = -11.5), and the same as one
+  // process gets from the same samples.
+  const auto statistics = manifest_of(cache)["mel_statistics"];
+  ASSERT_TRUE(statistics.is_object()) << manifest_of(cache).dump(2);
+  EXPECT_EQ(statistics["frames"], manifest_of(cache)["totals"]["frames"]);
+  ASSERT_EQ(statistics["mean"].size(), 80u);
+  ASSERT_EQ(statistics["std"].size(), 80u);
+  const auto one_process = manifest_of(reference_)["mel_statistics"];
+  int spread_bins = 0;
+  for (size_t b = 0; b < 80; ++b) {
+    const double mean = statistics["mean"][b], stddev = statistics["std"][b];
+    EXPECT_GE(mean, -11.6) << "bin " << b;
+    EXPECT_LE(mean, 5.0) << "bin " << b;
+    EXPECT_GE(stddev, 0.0) << "bin " << b;
+    EXPECT_LE(stddev, 10.0) << "bin " << b;
+    spread_bins += stddev > 0.1;
+    EXPECT_NEAR(mean, one_process["mean"][b].get<double>(), 1e-5 * std::fabs(mean) + 1e-6);
+    EXPECT_NEAR(stddev, one_process["std"][b].get<double>(), 1e-5 * stddev + 1e-6);
+  }
+  EXPECT_GT(spread_bins, 40);  // speech varies in most bands
+  const auto reader = cache::CacheReader::open(cache);
+  const cache::MelStatistics* read_back = reader.mel_statistics();
+  ASSERT_NE(read_back, nullptr);
+  EXPECT_EQ(read_back->frames, statistics["frames"].get<int64_t>());
+  EXPECT_EQ(read_back->mean.size(), 80u);
   // Every rank wrote shards: the summary table has a row per rank with a non-zero sample count.
   for (const char* rank_row : {"\n0 ", "\n1 ", "\n2 "}) {
     EXPECT_NE(result.output.find(rank_row), std::string::npos) << result.output;
