@@ -120,6 +120,17 @@ config::Schema build_schema() {
   schema.add({"train.reader_threads", ValueType::integer, "2",
               "cache read + collate threads per data rank", {}, 1, 256});
 
+  schema.add({"train.normalize_mels", ValueType::boolean, "false",
+              "normalise every mel bin with the cache's statistics, (x - mean) / std, on the data ranks "
+              "(their GPU where they have one); validation batches too"});
+  schema.add({"train.time_masks", ValueType::integer, "0",
+              "SpecAugment: time masks per training sample (0 = off); masks the mels the model also "
+              "takes as targets, so meant for models that want masked inputs", {}, 0, 64});
+  schema.add({"train.time_mask_frames", ValueType::integer, "20", "widest time mask in frames", {}, 0, 100000});
+  schema.add({"train.freq_masks", ValueType::integer, "0",
+              "SpecAugment: frequency masks per training sample (0 = off)", {}, 0, 64});
+  schema.add({"train.freq_mask_bins", ValueType::integer, "8", "widest frequency mask in mel bins", {}, 0, 1024});
+
   schema.add({"train.replay_from_memory", ValueType::boolean, "false",
               "benchmark baseline: model ranks replay one in-memory batch per bucket in the plan's order "
               "instead of being fed (data ranks idle); bench/train/bench_feed.sh divides by it"});
@@ -150,9 +161,16 @@ config::Schema build_schema() {
   schema.add({"roles.layout", ValueType::string, "",
               "explicit comma-separated role per rank (data,model,...); overrides data_per_node"});
   schema.add({"roles.transport", ValueType::string, "auto",
-              "how batches travel: auto = inproc (one process), mpi (CPU), cuda_ipc (shared GPU), nccl; "
-              "sluice train runs inproc and mpi in this build (the GPU channels await GPU testing)",
+              "how batches travel: auto = inproc (one process), mpi (CPU), cuda_ipc (data and model rank "
+              "share a GPU), nccl (distinct GPUs)",
               {"auto", "inproc", "mpi", "nccl", "cuda_ipc"}});
+
+  schema.add({"roles.model_gpu_memory_fraction", ValueType::number, "0",
+              "cap on the share of its GPU's memory a model rank's torch allocator may take (0 = no cap); "
+              "set it when a data rank shares the GPU", {}, 0, 1});
+  schema.add({"roles.data_gpu_memory_fraction", ValueType::number, "0",
+              "cap on the share of its GPU's memory a data rank may take for its upload buffer and GPU "
+              "work (0 = no cap)", {}, 0, 1});
 
   // runtime: behaviour across ranks.
   schema.add({"runtime.timeout_s", ValueType::number, "120",

@@ -19,6 +19,8 @@
 #include "common/slurm_env.h"
 #include "common/stop_signal.h"
 #include "common/log.h"
+#include "model/device_facts.h"
+#include "model/feature_transform.h"
 #include "model/trainer.h"
 #include "runtime/batch_buffer.h"
 #include "runtime/batch_feeder.h"
@@ -29,8 +31,11 @@
 #include "runtime/settings.h"
 #include "runtime/status_board.h"
 #include "timing/span_recorder.h"
+#include "runtime/transport/cuda_ipc_channel.h"
+#include "runtime/transport/device_memory.h"
 #include "runtime/transport/inproc_channel.h"
 #include "runtime/transport/mpi_channel.h"
+#include "runtime/transport/nccl_channel.h"
 
 namespace sluice::runtime {
 namespace {
@@ -68,6 +73,57 @@ model::BatchView view_of(const BatchPointers& batch) {
   view.n_mels = batch.header->n_mels;
   return view;
 }
+
+// A batch that arrived in device memory: sizes from its host copy of the header, data on the GPU.
+model::BatchView view_of(const DeviceBatch& batch) {
+  model::BatchView view;  // not view_of(batch.device): its header is device memory
+  view.tokens = batch.device.tokens;
+  view.token_lens = batch.device.token_lens;
+  view.mels = batch.device.mels;
+  view.mel_lens = batch.device.mel_lens;
+  view.batch_size = batch.host.header->batch_size;
+  view.max_tokens = batch.host.header->max_tokens;
+  view.max_frames = batch.host.header->max_frames;
+  view.n_mels = batch.host.header->n_mels;
+  view.on_device = true;
+  return view;
+}
+
+// The mels of a collated host batch, for the feature transform; `mels` may point elsewhere (the
+// same batch uploaded to a GPU).
+model::MelBatchRef mel_batch_of(const BatchPointers& batch, float* mels) {
+  model::MelBatchRef ref;
+  ref.mels = mels;
+  ref.mel_lens = batch.mel_lens;
+  ref.sample_indices = batch.indices;
+  ref.batch_size = batch.header->batch_size;
+  ref.max_frames = batch.header->max_frames;
+  ref.n_mels = batch.header->n_mels;
+  return ref;
+}
+
+// train.normalize_mels and the SpecAugment settings, with the cache's statistics.
+model::FeatureTransformSettings feature_settings(const config::Config& config, const cache::CacheReader& reader) {
+  model::FeatureTransformSettings settings;
+  settings.seed = static_cast<uint64_t>(config.integer("train.seed"));
+  settings.masking.time_masks = static_cast<int>(config.integer("train.time_masks"));
+  settings.masking.max_time_frames = static_cast<int>(config.integer("train.time_mask_frames"));
+  settings.masking.freq_masks = static_cast<int>(config.integer("train.freq_masks"));
+  settings.masking.max_freq_bins = static_cast<int>(config.integer("train.freq_mask_bins"));
+  if (config.boolean("train.normalize_mels")) {
+    const cache::MelStatistics* statistics = reader.mel_statistics();
+    if (statistics == nullptr) {
+      throw ConfigError("train.normalize_mels: the cache in " + config.string("cache.dir") +
+                        " has no mel statistics (an older sluice prep wrote it); run sluice prep again with the "
+                        "same --out (it rewrites the shards without them), or set train.normalize_mels: false");
+    }
+    settings.mean = statistics->mean;
+    settings.stddev = statistics->stddev;
+  }
+  return settings;
+}
+
+bool gpu_transport(const std::string& transport) { return transport == "nccl" || transport == "cuda_ipc"; }
 
 // Where checkpoints live and which one is the latest (a small JSON written atomically last).
 class Checkpoints {
@@ -139,7 +195,8 @@ int model_index_of(const RunSetup& setup, int rank) {
 
 // This model rank's share of the validation split: mean loss over all model ranks.
 double validation_loss(model::Trainer& trainer, cache::CacheReader& reader, const RunSetup& setup,
-                       int model_index, const BatchPlanConfig& plan, model::GradientReducer* reducer) {
+                       int model_index, const BatchPlanConfig& plan, model::GradientReducer* reducer,
+                       const model::FeatureTransform& normalize) {
   double sums[2] = {0, 0};  // loss x samples, samples
   std::vector<int64_t> mine;
   for (size_t i = static_cast<size_t>(model_index); i < setup.validation.size(); i += setup.model_ranks.size()) {
@@ -159,7 +216,10 @@ double validation_loss(model::Trainer& trainer, cache::CacheReader& reader, cons
       shape.max_tokens = std::max(shape.max_tokens, static_cast<int32_t>(sample.tokens.size()));
     }
     collate(samples, shape, reader.n_mels(), -1, -1, -1, bytes);
-    const double loss = trainer.validation_loss(view_of(BatchPointers::of(bytes.data(), bytes.size())));
+    const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
+    // Normalised as training batches are, never masked.
+    normalize.apply(mel_batch_of(batch, const_cast<float*>(batch.mels)), -1, false);
+    const double loss = trainer.validation_loss(view_of(batch));
     sums[0] += loss * static_cast<double>(samples.size());
     sums[1] += static_cast<double>(samples.size());
   }
@@ -175,11 +235,12 @@ double validation_loss(model::Trainer& trainer, cache::CacheReader& reader, cons
 // The model side: receive, train, log, validate, checkpoint.
 // Batches collated once per bucket and kept in memory: the baseline of the input-pipeline
 // efficiency benchmark (train.replay_from_memory). Same shapes in the same order as the real
-// feed, no cache reads, no transport.
+// feed, no cache reads, no transport. On a GPU model rank (`gpu` >= 0) the batches are uploaded
+// once and stay in device memory, as a fed batch arrives there.
 class ReplayBatches {
  public:
-  ReplayBatches(cache::CacheReader& reader, const PlanSchedule& schedule, int model_index) : schedule_(schedule),
-        model_index_(model_index) {
+  ReplayBatches(cache::CacheReader& reader, const PlanSchedule& schedule, int model_index, int gpu)
+      : schedule_(schedule), model_index_(model_index) {
     const auto plan = schedule.epoch(0);
     std::vector<cache::Sample> samples;
     for (int64_t step = 0; step < plan->steps(); ++step) {
@@ -189,7 +250,28 @@ class ReplayBatches {
       reader.read_batch(batch.samples, samples);
       collate(samples, plan->buckets()[static_cast<size_t>(batch.bucket)], reader.n_mels(), 0, step, batch.bucket,
               bytes);
+      if (gpu >= 0) {
+        auto& uploaded = on_device_[batch.bucket];
+        uploaded = std::make_unique<transport::DeviceUpload>(gpu, bytes.size());
+        uploaded->upload(bytes.data(), bytes.size());
+      }
     }
+  }
+
+  // The batch of `global` in device memory (after at(global)), or nullopt on the host.
+  std::optional<model::BatchView> device_view(const BatchPointers& host) const {
+    const auto it = on_device_.find(host.header->bucket);
+    if (it == on_device_.end()) return std::nullopt;
+    const auto* base = static_cast<const std::byte*>(it->second->data());
+    const auto* host_base = reinterpret_cast<const std::byte*>(host.header);
+    const auto offset = [&](const void* pointer) { return static_cast<const std::byte*>(pointer) - host_base; };
+    model::BatchView view = view_of(host);
+    view.tokens = reinterpret_cast<const int32_t*>(base + offset(host.tokens));
+    view.token_lens = reinterpret_cast<const int32_t*>(base + offset(host.token_lens));
+    view.mels = reinterpret_cast<const float*>(base + offset(host.mels));
+    view.mel_lens = reinterpret_cast<const int32_t*>(base + offset(host.mel_lens));
+    view.on_device = true;
+    return view;
   }
 
   BatchPointers at(int64_t global) {
@@ -207,11 +289,13 @@ class ReplayBatches {
   const PlanSchedule& schedule_;
   int model_index_;
   std::map<int32_t, std::vector<std::byte>> by_bucket_;
+  std::map<int32_t, std::unique_ptr<transport::DeviceUpload>> on_device_;
 };
 
+// `device_batches`: the channel hands out device memory (GPU transports).
 json train_model(const MpiSession& session, const config::Config& config, const RunSetup& setup,
                  cache::CacheReader& reader, transport::ReceiveChannel* channel, int feeder_rank,
-                 model::GradientReducer* reducer, RankContext& context) {
+                 model::GradientReducer* reducer, RankContext& context, bool device_batches = false) {
   const int model_index = model_index_of(setup, session.rank());
   const bool speaker = model_index == 0;  // the first model rank logs and checkpoints
   const fs::path run_dir = config.string("train.run_dir");
@@ -228,6 +312,16 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   const int gpu = setup.roles.at(session.rank()).gpu;
   model.device = config.string("model.device") == "cuda" ? "cuda:" + std::to_string(std::max(0, gpu)) : "cpu";
   model.bf16_autocast = model.device != "cpu" && config.boolean("model.bf16");
+  const double memory_fraction = config.number("roles.model_gpu_memory_fraction");
+  if (model.device != "cpu" && memory_fraction > 0) {
+    const int64_t cap = model::limit_gpu_memory(std::max(0, gpu), memory_fraction);
+    logger()->info("rank {}: torch may take {:.1f} GiB ({:.0f}%) of GPU {} (roles.model_gpu_memory_fraction)",
+                   session.rank(), double(cap) / double(1 << 30), 100 * memory_fraction, std::max(0, gpu));
+  }
+  // Validation batches are normalised on this rank's CPU, as the data ranks normalise training ones.
+  model::FeatureTransformSettings normalization = feature_settings(config, reader);
+  normalization.masking = {};
+  const model::FeatureTransform normalize(std::move(normalization), "cpu");
   model::Trainer trainer(model, optimizer_config(config), static_cast<uint64_t>(config.integer("train.seed")),
                          reducer);
   if (speaker) logger()->info("{}", trainer.describe());
@@ -248,7 +342,9 @@ json train_model(const MpiSession& session, const config::Config& config, const 
   };
 
   std::unique_ptr<ReplayBatches> replay;
-  if (channel == nullptr) replay = std::make_unique<ReplayBatches>(reader, *setup.schedule, model_index);
+  if (channel == nullptr) {
+    replay = std::make_unique<ReplayBatches>(reader, *setup.schedule, model_index, model.device == "cpu" ? -1 : std::max(0, gpu));
+  }
   // Steady state for throughput: after a warm-up of a fifth of the steps (at most 10).
   const int64_t warmup = std::min<int64_t>(10, (setup.end_step - setup.first_step) / 5);
   auto steady_started = Clock::now();
@@ -308,8 +404,13 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     }
     wait_s += seconds_since(start);
     interval.wait_s += seconds_since(start);
-    const BatchPointers batch =
-        replay ? replay->at(global) : BatchPointers::of(received->data, received->bytes);
+    std::optional<DeviceBatch> on_device;
+    if (received && device_batches) {
+      on_device = DeviceBatch::of(received->data, received->bytes, &transport::copy_device_to_host);
+    }
+    const BatchPointers batch = replay      ? replay->at(global)
+                                : on_device ? on_device->host
+                                            : BatchPointers::of(received->data, received->bytes);
     const PlanPosition expected = setup.schedule->position(global);
     if (batch.header->epoch != expected.epoch || batch.header->step != expected.step) {
       throw TransportError("received epoch " + std::to_string(batch.header->epoch) + " step " +
@@ -321,7 +422,11 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     const int64_t forward_start_ns = timing::now_ns();
     context.delay.apply(timing::Stage::forward, session.rank(), global);
     const int64_t step_start_ns = timing::now_ns();
-    const model::StepResult result = trainer.train_step(view_of(batch));
+    // On a GPU the step ends with the loss read back, after every kernel that reads the batch:
+    // the slot is free to release when it returns.
+    const std::optional<model::BatchView> replayed = replay ? replay->device_view(batch) : std::nullopt;
+    const model::StepResult result =
+        trainer.train_step(on_device ? view_of(*on_device) : replayed ? *replayed : view_of(batch));
     context.delay.apply(timing::Stage::optimizer, session.rank(), global);
     {
       // The trainer times its phases; laid end to end from the step's start they are its spans.
@@ -398,7 +503,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     }
     if (validation_every > 0 && global % validation_every == 0 && global != setup.end_step) {
       timing::ScopedSpan span(timing::Stage::validation, global - 1);
-      const double loss = validation_loss(trainer, reader, setup, model_index, plan, reducer);
+      const double loss = validation_loss(trainer, reader, setup, model_index, plan, reducer, normalize);
       validations.push_back({{"global_step", global}, {"loss", loss}});
       if (speaker) logger()->info("validation loss {:.4f} at step {}", loss, global);
     }
@@ -419,7 +524,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     if (channel != nullptr) channel->close();
   } else {
     context.finish->still_working();
-    const double final_validation = validation_loss(trainer, reader, setup, model_index, plan, reducer);
+    const double final_validation = validation_loss(trainer, reader, setup, model_index, plan, reducer, normalize);
     context.finish->still_working();
     validations.push_back({{"global_step", setup.end_step}, {"loss", final_validation}});
     if (speaker) {
@@ -448,7 +553,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
 json feed_stats_json(const FeedStats& stats, int rank) {
   return {{"rank", rank},          {"role", "data"},           {"batches", stats.batches},
           {"bytes", stats.bytes},  {"read_seconds", stats.read_s}, {"collate_seconds", stats.collate_s},
-          {"send_wait_seconds", stats.wait_s}, {"wall_seconds", stats.wall_s}};
+          {"send_wait_seconds", stats.wait_s}, {"device_seconds", stats.device_s}, {"wall_seconds", stats.wall_s}};
 }
 
 constexpr int timeline_tag = 7320;
@@ -540,10 +645,6 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
     fs::create_directories(run_dir);
     config.write(run_dir / "sluice-train.yaml");
   }
-  if (setup.roles.transport != "inproc" && setup.roles.transport != "mpi") {
-    throw ConfigError("roles.transport " + setup.roles.transport +
-                      " is not wired into `sluice train` in this build yet; use mpi (CPU) for now");
-  }
 
   const BatchPlanConfig plan = batch_plan_config(config);
   SplitSamples split = split_samples(reader.entries(), config.number("train.validation_fraction"),
@@ -606,6 +707,66 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   feed.rank = session.rank();
   feed.delay = context.delay;
   const bool replay = config.boolean("train.replay_from_memory");
+  const std::string& transport = setup.roles.transport;
+  // Feature work (normalisation, masks) runs on the data side: on the data rank's GPU when the
+  // batches travel in device memory, else in the reader threads on the host.
+  const model::FeatureTransformSettings features = feature_settings(config, reader);
+  const bool gpu_data = me.role == Role::data && gpu_transport(transport) && me.gpu >= 0;
+  std::unique_ptr<model::FeatureTransform> host_transform, gpu_transform;
+  std::unique_ptr<transport::DeviceUpload> upload;
+  if (me.role != Role::model && !replay) {
+    if (gpu_data) {
+      const double fraction = config.number("roles.data_gpu_memory_fraction");
+      if (fraction > 0) {
+        const double cap = fraction * static_cast<double>(transport::device_total_bytes(me.gpu));
+        if (static_cast<double>(channel.slot_bytes) > cap) {
+          throw ConfigError("data " + session.describe(session.rank()) + ": its GPU upload buffer of " +
+                            std::to_string(channel.slot_bytes >> 20) + " MiB (the largest batch) exceeds " +
+                            "roles.data_gpu_memory_fraction " + std::to_string(fraction) +
+                            " of GPU " + std::to_string(me.gpu) + ": raise it or lower train.batch_size / frame_budget");
+        }
+        model::limit_gpu_memory(me.gpu, fraction);
+      }
+      const std::string device = "cuda:" + std::to_string(me.gpu);
+      if (!features.mean.empty() || features.masking.active()) {
+        gpu_transform = std::make_unique<model::FeatureTransform>(features, device);
+      }
+      // nccl sends from device memory; cuda_ipc copies host memory straight into the model
+      // rank's slot, so it needs an upload only for GPU work.
+      if (transport == "nccl" || gpu_transform) upload = std::make_unique<transport::DeviceUpload>(me.gpu, channel.slot_bytes);
+    } else {
+      host_transform = std::make_unique<model::FeatureTransform>(features, "cpu");
+      if (!host_transform->active()) host_transform.reset();
+    }
+    if (session.rank() == setup.roles.data_ranks().front()) {
+      const model::FeatureTransform* shown = gpu_transform ? gpu_transform.get() : host_transform.get();
+      if (shown != nullptr) logger()->info("data ranks: {}", shown->describe());
+    }
+  }
+  if (host_transform) {
+    feed.on_collated = [&](std::vector<std::byte>& bytes, int64_t global) {
+      const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
+      host_transform->apply(mel_batch_of(batch, const_cast<float*>(batch.mels)), global, true);
+    };
+  }
+  if (upload) {
+    feed.to_send = [&](const std::vector<std::byte>& bytes, int64_t global, int target_rank) -> const void* {
+      void* on_gpu = nullptr;
+      {
+        timing::ScopedSpan span(timing::Stage::host_to_device, global, target_rank);
+        span.set_bytes(static_cast<int64_t>(bytes.size()));
+        on_gpu = upload->upload(bytes.data(), bytes.size());
+      }
+      if (gpu_transform) {
+        timing::ScopedSpan span(timing::Stage::gpu_work, global, target_rank);
+        const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
+        const auto mels_offset = reinterpret_cast<const std::byte*>(batch.mels) - bytes.data();
+        gpu_transform->apply(mel_batch_of(batch, reinterpret_cast<float*>(static_cast<std::byte*>(on_gpu) + mels_offset)),
+                             global, true);
+      }
+      return on_gpu;
+    };
+  }
   json rank_stats;
   try {
     if (me.role == Role::data_and_model && replay) {
@@ -648,7 +809,9 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         std::vector<FeedTarget> targets;
         for (int model_rank : me.feeds) {
           channel.name = "feed rank " + std::to_string(session.rank()) + " -> rank " + std::to_string(model_rank);
-          channels.push_back(transport::make_mpi_send_channel(session, model_rank, channel));
+          channels.push_back(transport == "nccl"     ? transport::make_nccl_send_channel(session, model_rank, me.gpu, channel)
+                             : transport == "cuda_ipc" ? transport::make_cuda_ipc_send_channel(session, model_rank, me.gpu, channel)
+                                                       : transport::make_mpi_send_channel(session, model_rank, channel));
           targets.push_back({model_index_of(setup, model_rank), channels.back().get(), model_rank});
         }
         const auto add_channels = [&] {
@@ -688,13 +851,19 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
         }
         MpiGradientReducer reducer(model_comm, timeout_s, others);
         channel.name = "feed rank " + std::to_string(me.fed_by) + " -> rank " + std::to_string(session.rank());
-        auto receiver = replay ? nullptr : transport::make_mpi_receive_channel(session, me.fed_by, channel);
+        std::unique_ptr<transport::ReceiveChannel> receiver;
+        if (!replay) {
+          receiver = transport == "nccl"     ? transport::make_nccl_receive_channel(session, me.fed_by, me.gpu, channel)
+                     : transport == "cuda_ipc" ? transport::make_cuda_ipc_receive_channel(session, me.fed_by, me.gpu, channel)
+                                               : transport::make_mpi_receive_channel(session, me.fed_by, channel);
+        }
         if (setup.model_ranks.size() > 1) {
           context.measure_allreduce = [&reducer](size_t floats) { return reducer.measure_bandwidth(floats, 3); };
         }
         try {
           rank_stats = train_model(session, config, setup, reader, receiver.get(), me.fed_by,
-                                   setup.model_ranks.size() > 1 ? &reducer : nullptr, context);
+                                   setup.model_ranks.size() > 1 ? &reducer : nullptr, context,
+                                   gpu_transport(transport));
         } catch (...) {
           if (receiver) timeline.channels.push_back(channel_json(channel.name, me.fed_by, "receive", receiver->stats()));
           throw;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -140,6 +141,106 @@ TEST_F(TrainJob, ResumeWithoutCheckpointOrWithAnotherPlanIsRefused) {
   result = run(train(1, run_dir, 8, "--resume --set train.batch_size=3"));
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("batch plan differs"), std::string::npos) << result.output;
+}
+
+double first_loss(const fs::path& run_dir, int rank) { return losses(run_dir, rank).front(); }
+
+// train.normalize_mels: the data side normalises with the cache's statistics, so the model's
+// first loss is on unit-scale targets (raw log-mels lie around -5); masks on top still train.
+// One model rank either way, so both runs see the same first batch from the same initial weights.
+TEST_F(TrainJob, NormalisedMelsAreWhatTheModelSees) {
+  const fs::path plain = scratch("plain"), normalised = scratch("normalised");
+  ASSERT_EQ(run(train(1, plain, 3)).exit_code, 0);
+  const auto result = run(train(2, normalised, 6,
+                                "--set train.normalize_mels=true --set train.time_masks=2 --set train.freq_masks=1"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("data ranks: normalise 80 mel bins with the cache's statistics; mask 2 x <= 20 "
+                               "frames and 1 x <= 8 mel bins per sample on cpu"),
+            std::string::npos)
+      << result.output;
+  EXPECT_LT(first_loss(normalised, 1), 0.5 * first_loss(plain, 0));
+  for (const auto& point : read_json(normalised / "ranks" / "rank-1.json")["validation"]) {
+    EXPECT_TRUE(std::isfinite(point["loss"].get<double>()));
+  }
+}
+
+TEST_F(TrainJob, NormalisingWithoutStatisticsIsRefused) {
+  // A cache as an older prep wrote it: no statistics in its manifest.
+  const fs::path old_cache = scratch("old-cache");
+  fs::remove_all(old_cache);
+  fs::copy(cache_, old_cache, fs::copy_options::recursive);
+  json manifest = read_json(old_cache / "manifest.json");
+  ASSERT_TRUE(manifest.contains("mel_statistics"));
+  manifest.erase("mel_statistics");
+  std::ofstream(old_cache / "manifest.json") << manifest.dump(2);
+  const auto result = run(std::string(SLUICE_BINARY) + " train --cache " + old_cache.string() + " --run-dir " +
+                          scratch("no-statistics").string() + " --steps 2 --set train.normalize_mels=true");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("has no mel statistics"), std::string::npos) << result.output;
+}
+
+// GPU runs (CTest label gpu): skipped without an NVIDIA device, run on the GPU machine.
+int visible_gpus() {
+  const auto listed = test::run_command("nvidia-smi -L 2>/dev/null");
+  int count = 0;
+  for (size_t at = listed.output.find("GPU "); at != std::string::npos; at = listed.output.find("\nGPU ", at + 1)) {
+    ++count;
+  }
+  return listed.exit_code == 0 ? count : 0;
+}
+
+class TrainJobGpu : public TrainJob {
+ protected:
+  void SetUp() override {
+    if (visible_gpus() == 0) GTEST_SKIP() << "no NVIDIA GPU visible (nvidia-smi -L)";
+  }
+};
+
+TEST_F(TrainJobGpu, OneProcessTrainsOnTheGpu) {
+  const fs::path run_dir = scratch("gpu-one-process");
+  const auto result = run(train(1, run_dir, 40, "--set model.device=cuda"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto trained = losses(run_dir, 0);
+  ASSERT_EQ(trained.size(), 40u);
+  EXPECT_LT(mean(trained, 35, 40), 0.8 * mean(trained, 0, 5));
+}
+
+// Rank 0 prepares and rank 1 trains on the same GPU: CUDA IPC (NCCL refuses two ranks on one
+// GPU), with normalisation and masks on the data rank's GPU and the model rank's torch capped.
+TEST_F(TrainJobGpu, TwoRanksShareOneGpuOverCudaIpc) {
+  const fs::path run_dir = scratch("gpu-cuda-ipc");
+  const auto result = run(train(2, run_dir, 40,
+                                "--set model.device=cuda --set train.normalize_mels=true --set train.time_masks=2 "
+                                "--set roles.model_gpu_memory_fraction=0.5 --set roles.data_gpu_memory_fraction=0.1"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("transport cuda_ipc"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("mel bins per sample on cuda:0"), std::string::npos) << result.output;
+  const auto trained = losses(run_dir, 1);
+  ASSERT_EQ(trained.size(), 40u);
+  EXPECT_LT(mean(trained, 35, 40), 0.8 * mean(trained, 0, 5));
+  EXPECT_GT(read_json(run_dir / "ranks" / "rank-0.json")["device_seconds"].get<double>(), 0.0);
+  std::ifstream timeline(run_dir / "timeline" / "rank-0.json");
+  const std::string spans((std::istreambuf_iterator<char>(timeline)), std::istreambuf_iterator<char>());
+  EXPECT_NE(spans.find("host_to_device"), std::string::npos);
+  EXPECT_NE(spans.find("gpu_work"), std::string::npos);
+}
+
+// A cap far below what the model needs: torch's allocator refuses, and the run says so.
+TEST_F(TrainJobGpu, ModelMemoryFractionIsEnforced) {
+  const auto result = run(train(1, scratch("gpu-capped"), 3,
+                                "--set model.device=cuda --set roles.model_gpu_memory_fraction=0.0001"));
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("out of memory"), std::string::npos) << result.output;
+}
+
+// Two GPUs: rank 0 prepares on GPU 0, rank 1 trains on GPU 1, batches over NCCL.
+TEST_F(TrainJobGpu, DualGpuFeedsOverNccl) {
+  if (visible_gpus() < 2) GTEST_SKIP() << "needs two GPUs";
+  const fs::path run_dir = scratch("gpu-nccl");
+  const auto result = run(train(2, run_dir, 30, "--set model.device=cuda --set train.normalize_mels=true"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("transport nccl"), std::string::npos) << result.output;
+  EXPECT_EQ(losses(run_dir, 1).size(), 30u);
 }
 
 // Starts a long 3-rank run, waits until it trains, sends `signal` to the given ranks' processes,
