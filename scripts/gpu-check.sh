@@ -54,8 +54,10 @@ for stage in "$@"; do
     mkdir -p $BENCH_DIR
     [ -f $BENCH_DIR/cache/manifest.json ] ||
       step prep $build/launcher/sluice prep --corpus data/sample-corpus --out $BENCH_DIR/cache
-    step bench-transport mpirun --bind-to none -np 2 $build/bench/runtime/bench_transport
-    step bench-model bash bench/model/bench_model_gpu.sh $build
+    step bench-transport-1rank $build/bench/runtime/bench_transport --gpu on
+    step bench-transport-2ranks mpirun --bind-to none -np 2 $build/bench/runtime/bench_transport --gpu on
+    step bench-model-bf16 bash bench/model/bench_model_gpu.sh $build
+    step bench-model-fp32 bash bench/model/bench_model_gpu.sh $build 32 800 30 cuda off
     step feed-one-process bash bench/train/bench_feed.sh $build 300 1 -- --set model.device=cuda
     step feed-cuda-ipc bash bench/train/bench_feed.sh $build 300 2 -- --set model.device=cuda
     step feed-cuda-ipc-normalised bash bench/train/bench_feed.sh $build 300 2 -- --set model.device=cuda \
