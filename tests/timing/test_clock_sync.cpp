@@ -7,6 +7,7 @@
 
 #include "common/mpi_session.h"
 #include "timing/clock_sync.h"
+#include "tests/support/mpi_gtest.h"
 
 namespace sluice::timing {
 namespace {
@@ -38,12 +39,5 @@ int main(int argc, char** argv) {
   sluice::MpiSession session(&argc, &argv);
   sluice::timing::session = &session;
   ::testing::InitGoogleTest(&argc, argv);
-  if (session.rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = RUN_ALL_TESTS();
-  int any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any_failed;
+  return sluice::test::run_all_tests_on_every_rank(session);
 }
