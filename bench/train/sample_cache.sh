@@ -6,8 +6,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 sample_cache() {
   local work=$1 sluice=$2 ranks=$3
   mkdir -p "$work"
-  # A cache made earlier is reused as is (the GPU machine has no espeak-ng to make the corpus).
-  if [ ! -f "$work/cache/manifest.json" ]; then
+  # A cache made earlier is reused (the GPU machine has no espeak-ng to make the corpus) unless it
+  # predates the mel statistics (train.normalize_mels needs them).
+  if ! grep -q '"mel_statistics"' "$work/cache/manifest.json" 2>/dev/null; then
+    rm -rf "$work/cache"
     scripts/make-sample-corpus.sh data/sample-corpus >/dev/null
     "$sluice" prep --corpus data/sample-corpus --out "$work/cache" >/dev/null 2>&1
   fi
