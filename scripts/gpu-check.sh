@@ -62,6 +62,7 @@ for stage in "$@"; do
     step feed-cuda-ipc bash bench/train/bench_feed.sh $build 300 2 -- --set model.device=cuda
     step feed-cuda-ipc-normalised bash bench/train/bench_feed.sh $build 300 2 -- --set model.device=cuda \
       --set train.normalize_mels=true --set train.time_masks=2 --set train.freq_masks=2
+    step feature-transform-gpu $build/bench/model/bench_feature_transform cuda:0
     step max-batch $build/launcher/sluice bench max-batch --set model.device=cuda --set model.size=base
     ;;
   *)
