@@ -1,6 +1,7 @@
 #include "runtime/role_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -182,6 +183,31 @@ RolePlan plan_roles(const RolePlanRequest& request) {
   }
   if ((plan.transport == "nccl" || plan.transport == "cuda_ipc") && request.gpus_per_node == 0) {
     throw ConfigError("roles.transport = " + plan.transport + " needs GPUs and none is visible: use mpi");
+  }
+  // Caps that together exceed a shared GPU would fail late, as an out-of-memory error in the
+  // middle of training on whichever rank allocates last: refuse them before anything runs.
+  if (request.gpus_per_node > 0) {
+    std::map<std::pair<int, int>, double> promised;  // (node, gpu) -> sum of fractions
+    std::map<std::pair<int, int>, std::string> sharers, host;
+    for (const RankPlacement& placement : plan.ranks) {
+      if (placement.gpu < 0) continue;
+      const double fraction = placement.role == Role::data ? request.data_gpu_memory_fraction
+                                                           : request.model_gpu_memory_fraction;
+      const auto key = std::make_pair(placement.node, placement.gpu);
+      promised[key] += fraction;
+      host[key] = placement.host;
+      sharers[key] += (sharers[key].empty() ? "" : ", ") + std::string("rank ") + std::to_string(placement.rank) +
+                      " (" + to_string(placement.role) + ")";
+    }
+    for (const auto& [key, total] : promised) {
+      if (total > 1.0 + 1e-9) {
+        char sum[32];
+        std::snprintf(sum, sizeof(sum), "%.2f", total);
+        throw ConfigError("GPU " + std::to_string(key.second) + " of host " + host[key] + " is shared by " + sharers[key] + " whose memory fractions add up to " + sum +
+                          ": lower roles.model_gpu_memory_fraction / roles.data_gpu_memory_fraction so that "
+                          "they sum to at most 1");
+      }
+    }
   }
   if (plan.transport == "nccl" && shared_gpu) {
     throw ConfigError(

@@ -14,6 +14,7 @@
 //  - A rank's GPU is its local rank modulo the node's visible GPUs (none on a CPU run).
 //  - Transport `auto`: mpi without GPUs; cuda_ipc when a data rank and a model rank it feeds
 //    share a GPU; nccl otherwise.
+//  - The GPU memory fractions of the ranks sharing one GPU add up to at most 1.
 // Invalid plans are ConfigErrors that say what to change.
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct RolePlanRequest {
   std::vector<std::string> layout;   // explicit role per rank ("data"/"model"), or empty
   std::string transport = "auto";    // auto | inproc | mpi | nccl | cuda_ipc
   bool model_needs_gpu = false;      // model.device is cuda
+  // roles.model_gpu_memory_fraction / roles.data_gpu_memory_fraction (0: no cap). Ranks sharing a
+  // GPU must not be promised more than all of it.
+  double model_gpu_memory_fraction = 0;
+  double data_gpu_memory_fraction = 0;
 };
 
 struct RolePlan {

@@ -278,6 +278,8 @@ RolePlanRequest role_plan_request(const config::Config& config, std::vector<std:
   request.data_per_node = static_cast<int>(config.integer("roles.data_per_node"));
   request.layout = split_list(config.string("roles.layout"));
   request.transport = config.string("roles.transport");
+  request.model_gpu_memory_fraction = config.number("roles.model_gpu_memory_fraction");
+  request.data_gpu_memory_fraction = config.number("roles.data_gpu_memory_fraction");
   return request;
 }
 

@@ -56,6 +56,24 @@ TEST(RolePlan, TwoRanksOnOneGpuUseCudaIpcAndRefuseNccl) {
   EXPECT_NE(error_of(request).find("use roles.transport: cuda_ipc"), std::string::npos);
 }
 
+TEST(RolePlan, MemoryFractionsOfRanksSharingAGpuAddUpToAtMostOne) {
+  RolePlanRequest request{{"g", "g"}};
+  request.gpus_per_node = 1;
+  request.model_needs_gpu = true;
+  request.model_gpu_memory_fraction = 0.9;
+  request.data_gpu_memory_fraction = 0.1;
+  EXPECT_EQ(plan_roles(request).transport, "cuda_ipc");  // exactly 1: accepted
+  request.data_gpu_memory_fraction = 0.2;
+  EXPECT_EQ(error_of(request),
+            "GPU 0 of host g is shared by rank 0 (data), rank 1 (model) whose memory fractions add up to 1.10: "
+            "lower roles.model_gpu_memory_fraction / roles.data_gpu_memory_fraction so that they sum to at most 1");
+  // On two GPUs nobody shares: each rank may take up to all of its own.
+  request.gpus_per_node = 2;
+  request.model_gpu_memory_fraction = 1.0;
+  request.data_gpu_memory_fraction = 1.0;
+  EXPECT_EQ(plan_roles(request).transport, "nccl");
+}
+
 TEST(RolePlan, MultiNodeFeedsStayOnTheirNode) {
   RolePlanRequest request{{"a", "a", "a", "b", "b", "b"}};
   const RolePlan plan = plan_roles(request);
