@@ -86,7 +86,7 @@ DeviceBatch DeviceBatch::of(const void* device_bytes, size_t size, CopyToHost co
 }
 
 void collate(const std::vector<cache::Sample>& samples, const BucketShape& shape, int32_t n_mels,
-             int64_t epoch, int64_t step, int32_t bucket, std::vector<std::byte>& out) {
+             int64_t epoch, int64_t step, int32_t bucket, BatchBytes& out) {
   const BatchLayout layout = BatchLayout::of(shape, n_mels);
   out.assign(layout.total, std::byte{0});  // zero padding everywhere
   BatchHeader header;

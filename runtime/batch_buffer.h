@@ -8,12 +8,18 @@
 // lengths. Shapes are the bucket's static shape, so every batch of a bucket has the same size.
 #include <cstddef>
 #include <cstdint>
+#include <memory_resource>
 #include <vector>
 
 #include "cache/cache_reader.h"
 #include "runtime/batch_plan.h"
 
 namespace sluice::runtime {
+
+// A collated batch's bytes. The memory resource decides where they live: the heap by default,
+// page-locked (pinned) host memory on a data rank that uploads to a GPU
+// (transport::pinned_memory_resource), so that the copy runs at the bus's full rate.
+using BatchBytes = std::pmr::vector<std::byte>;
 
 struct BatchHeader {
   static constexpr uint32_t expected_magic = 0x43424c53;  // "SLBC"
@@ -67,9 +73,9 @@ struct DeviceBatch {
 };
 
 // Writes `samples` (the batch's samples in plan order) padded to `shape` into `out`, resized to
-// the layout's size. Throws Error (internal) when a sample does not fit the shape: the plan
-// guarantees it does.
+// the layout's size (in `out`'s memory resource). Throws Error (internal) when a sample does not
+// fit the shape: the plan guarantees it does.
 void collate(const std::vector<cache::Sample>& samples, const BucketShape& shape, int32_t n_mels,
-             int64_t epoch, int64_t step, int32_t bucket, std::vector<std::byte>& out);
+             int64_t epoch, int64_t step, int32_t bucket, BatchBytes& out);
 
 }  // namespace sluice::runtime

@@ -62,7 +62,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
 
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<std::optional<std::vector<std::byte>>> ready(window);
+  std::vector<std::optional<BatchBytes>> ready(window);
   int64_t next_task = 0, sent = 0;
   bool stopping = false;
   std::exception_ptr error;
@@ -71,7 +71,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
   auto worker = [&](int index) {
     recorder.name_this_thread("reader " + std::to_string(index));
     std::vector<cache::Sample> samples;
-    std::vector<std::byte> bytes;
+    BatchBytes bytes(options_.batch_memory);
     double my_read = 0, my_collate = 0;
     try {
       while (true) {
@@ -106,9 +106,10 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
         my_collate += seconds_since(start);
         {
           std::lock_guard<std::mutex> lock(mutex);
-          ready[static_cast<size_t>(task) % window] = std::move(bytes);
+          // Move construction keeps the batch in its memory resource (no copy).
+          ready[static_cast<size_t>(task) % window].emplace(std::move(bytes));
         }
-        bytes = {};
+        bytes = BatchBytes(options_.batch_memory);
         changed.notify_all();
       }
     } catch (...) {
@@ -137,7 +138,7 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t global = first_step + task / per_step;
       const FeedTarget& target = targets[static_cast<size_t>(task % per_step)];
-      std::vector<std::byte> bytes;
+      std::optional<BatchBytes> taken;
       auto wait_start = Clock::now();
       int64_t queued = 0;
       {
@@ -146,12 +147,13 @@ FeedStats BatchFeeder::run(int64_t first_step, int64_t end_step, const std::vect
         auto& slot = ready[static_cast<size_t>(task) % window];
         changed.wait(lock, [&] { return stopping || slot.has_value(); });
         if (!slot.has_value()) break;  // a worker failed
-        bytes = std::move(*slot);
+        taken.emplace(std::move(*slot));
         slot.reset();
         ++sent;
         for (const auto& batch : ready) queued += batch.has_value() ? 1 : 0;
       }
       changed.notify_all();
+      const BatchBytes& bytes = *taken;
       recorder.count(queue_depth, static_cast<double>(queued));
       stats.wait_s += seconds_since(wait_start);
       const void* payload = bytes.data();

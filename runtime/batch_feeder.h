@@ -13,10 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <vector>
 
 #include "cache/cache_reader.h"
+#include "runtime/batch_buffer.h"
 #include "runtime/batch_plan.h"
 #include "runtime/transport/feed_channel.h"
 #include "timing/injected_delay.h"
@@ -69,11 +71,14 @@ struct FeedOptions {
   std::function<void(int64_t global_step)> after_send;
   // Host batch work (normalisation, masks on a CPU data rank): called by the reader threads on
   // each collated batch, inside its collate span. Must be thread-safe.
-  std::function<void(std::vector<std::byte>& batch, int64_t global_step)> on_collated;
+  std::function<void(BatchBytes& batch, int64_t global_step)> on_collated;
   // GPU data ranks: called on the sending thread before each send with the collated host batch;
   // returns the memory to send (e.g. the batch uploaded to the GPU and transformed there) and
   // records its own spans (host_to_device, gpu_work). Unset: the host bytes are sent.
-  std::function<const void*(const std::vector<std::byte>& batch, int64_t global_step, int target_rank)> to_send;
+  std::function<const void*(const BatchBytes& batch, int64_t global_step, int target_rank)> to_send;
+  // Where collated batches live (BatchBytes): pinned host memory on a GPU data rank. Must be
+  // thread-safe (reader threads allocate, the sending thread frees) and outlive the feeder.
+  std::pmr::memory_resource* batch_memory = std::pmr::new_delete_resource();
 };
 
 class BatchFeeder {

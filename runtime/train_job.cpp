@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory_resource>
 #include <thread>
 
 #include <sys/resource.h>
@@ -204,7 +205,7 @@ double validation_loss(model::Trainer& trainer, cache::CacheReader& reader, cons
   }
   const int batch = std::max(1, plan.batch_size);
   std::vector<cache::Sample> samples;
-  std::vector<std::byte> bytes;
+  BatchBytes bytes;
   for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(batch)) {
     const std::vector<int64_t> indices(mine.begin() + static_cast<ptrdiff_t>(begin),
                                        mine.begin() + static_cast<ptrdiff_t>(std::min(mine.size(), begin + batch)));
@@ -288,7 +289,7 @@ class ReplayBatches {
  private:
   const PlanSchedule& schedule_;
   int model_index_;
-  std::map<int32_t, std::vector<std::byte>> by_bucket_;
+  std::map<int32_t, BatchBytes> by_bucket_;
   std::map<int32_t, std::unique_ptr<transport::DeviceUpload>> on_device_;
 };
 
@@ -713,9 +714,14 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   const model::FeatureTransformSettings features = feature_settings(config, reader);
   const bool gpu_data = me.role == Role::data && gpu_transport(transport) && me.gpu >= 0;
   std::unique_ptr<model::FeatureTransform> host_transform, gpu_transform;
+  std::unique_ptr<std::pmr::memory_resource> pinned;  // outlives the feeder and its batches
   std::unique_ptr<transport::DeviceUpload> upload;
   if (me.role != Role::model && !replay) {
     if (gpu_data) {
+      // Batches are collated straight into pinned memory: the upload (or cuda_ipc's copy into
+      // the model rank's slot) then runs at the bus's rate, with no staging copy.
+      pinned = transport::make_pinned_memory_resource();
+      feed.batch_memory = pinned.get();
       const double fraction = config.number("roles.data_gpu_memory_fraction");
       if (fraction > 0) {
         const double cap = fraction * static_cast<double>(transport::device_total_bytes(me.gpu));
@@ -744,13 +750,13 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
     }
   }
   if (host_transform) {
-    feed.on_collated = [&](std::vector<std::byte>& bytes, int64_t global) {
+    feed.on_collated = [&](BatchBytes& bytes, int64_t global) {
       const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
       host_transform->apply(mel_batch_of(batch, const_cast<float*>(batch.mels)), global, true);
     };
   }
   if (upload) {
-    feed.to_send = [&](const std::vector<std::byte>& bytes, int64_t global, int target_rank) -> const void* {
+    feed.to_send = [&](const BatchBytes& bytes, int64_t global, int target_rank) -> const void* {
       void* on_gpu = nullptr;
       {
         timing::ScopedSpan span(timing::Stage::host_to_device, global, target_rank);

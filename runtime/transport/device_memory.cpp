@@ -22,15 +22,63 @@ void* DeviceUpload::data() const { no_cuda(); }
 int DeviceUpload::device() const { no_cuda(); }
 size_t DeviceUpload::capacity() const { no_cuda(); }
 void copy_device_to_host(void*, const void*, size_t) { no_cuda(); }
+std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource() { no_cuda(); }
 size_t device_total_bytes(int) { no_cuda(); }
 
 }  // namespace sluice::transport
 
 #else
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "common/log.h"
 #include "runtime/transport/cuda_support.h"
 
 namespace sluice::transport {
+namespace {
+
+// Why not std::pmr::synchronized_pool_resource over a pinned upstream: libstdc++ pools blocks only
+// up to a few MiB, so batch-sized blocks would be pinned and freed once per batch.
+class PinnedBlocks final : public std::pmr::memory_resource {
+ public:
+  ~PinnedBlocks() override {
+    for (const auto& [pointer, bytes] : sizes_) {
+      const cudaError_t code = cudaFreeHost(pointer);
+      if (code != cudaSuccess) log::get("runtime")->warn("cudaFreeHost: {}", cudaGetErrorString(code));
+    }
+  }
+
+ private:
+  void* do_allocate(size_t bytes, size_t alignment) override {
+    (void)alignment;  // cudaHostAlloc returns page-aligned memory
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto reusable = free_.lower_bound(bytes);
+    if (reusable != free_.end() && reusable->first <= 2 * std::max<size_t>(bytes, 1)) {
+      void* pointer = reusable->second;
+      free_.erase(reusable);
+      return pointer;
+    }
+    void* pointer = nullptr;
+    SLUICE_CUDA_CHECK(cudaHostAlloc(&pointer, std::max<size_t>(bytes, 1), cudaHostAllocPortable));
+    sizes_[pointer] = bytes;
+    return pointer;
+  }
+  void do_deallocate(void* pointer, size_t, size_t) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.emplace(sizes_.at(pointer), pointer);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;  // bytes -> block, for reuse
+  std::map<void*, size_t> sizes_;      // every block ever pinned
+};
+
+}  // namespace
+
+std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource() { return std::make_unique<PinnedBlocks>(); }
 
 struct DeviceUpload::Impl {
   int device;
@@ -49,7 +97,8 @@ void* DeviceUpload::upload(const void* host, size_t bytes) {
                          std::to_string(impl_->buffer.stride()) + "-byte device buffer");
   }
   detail::DeviceGuard guard(impl_->device);
-  // Pageable source: the driver stages it; the copy is complete when the stream is.
+  // From pinned memory (a data rank's batches) this is a DMA at the bus's rate; from pageable
+  // memory the driver stages it. Either way the copy is complete when the stream is.
   SLUICE_CUDA_CHECK(cudaMemcpyAsync(impl_->buffer.base(), host, bytes, cudaMemcpyHostToDevice, impl_->stream.get()));
   SLUICE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream.get()));
   return impl_->buffer.base();

@@ -5,6 +5,7 @@
 // CUDA header here; in a build without CUDA every call throws ConfigError.
 #include <cstddef>
 #include <memory>
+#include <memory_resource>
 
 namespace sluice::transport {
 
@@ -27,6 +28,14 @@ class DeviceUpload {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Page-locked (pinned) host memory for batches that go to a GPU: copies from it run at the bus's
+// full rate and asynchronously, where pageable memory is staged by the driver at a fraction of it.
+// Pinning is slow (milliseconds) and freeing pinned memory synchronises the device, so freed
+// blocks are kept and handed out again to a batch of at most their size and at least half of it
+// (batches come in a few bucket shapes, so a handful of blocks serve a whole run). The blocks
+// are freed with the resource. Thread-safe.
+std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource();
 
 // Synchronous copy of `bytes` from device memory (any device; unified addressing) to the host.
 void copy_device_to_host(void* host, const void* device_memory, size_t bytes);

@@ -24,7 +24,7 @@ TEST(BatchBuffer, CollateRoundTripWithZeroPadding) {
   shape.batch_size = 2;
   shape.max_tokens = 8;
   shape.max_frames = 16;
-  std::vector<std::byte> bytes;
+  BatchBytes bytes;
   collate({sample(7, 10, 5, 3), sample(9, 16, 8, 3)}, shape, 3, 2, 41, 1, bytes);
   EXPECT_EQ(bytes.size(), BatchLayout::of(shape, 3).total);
 
@@ -57,7 +57,7 @@ TEST(BatchBuffer, RejectsWhatIsNotABatch) {
   shape.batch_size = 1;
   shape.max_tokens = 8;
   shape.max_frames = 8;
-  std::vector<std::byte> bytes;
+  BatchBytes bytes;
   collate({sample(1, 8, 8, 2)}, shape, 2, 0, 0, 0, bytes);
   EXPECT_THROW(BatchPointers::of(bytes.data(), bytes.size() - 4), TransportError);
   EXPECT_THROW(collate({sample(1, 9, 8, 2)}, shape, 2, 0, 0, 0, bytes), Error);
@@ -70,7 +70,7 @@ TEST(BatchBuffer, DeviceBatchReadsHeaderAndLengthsThroughTheCopy) {
   shape.batch_size = 2;
   shape.max_frames = 16;
   shape.max_tokens = 8;
-  std::vector<std::byte> bytes;
+  BatchBytes bytes;
   collate({sample(7, 10, 5, 3), sample(9, 16, 8, 3)}, shape, 3, 2, 41, 1, bytes);
   static size_t copied = 0;
   copied = 0;
