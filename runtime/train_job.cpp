@@ -720,7 +720,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
     if (gpu_data) {
       // Batches are collated straight into pinned memory: the upload (or cuda_ipc's copy into
       // the model rank's slot) then runs at the bus's rate, with no staging copy.
-      pinned = transport::make_pinned_memory_resource();
+      pinned = transport::make_pinned_memory_resource(me.gpu);
       feed.batch_memory = pinned.get();
       const double fraction = config.number("roles.data_gpu_memory_fraction");
       if (fraction > 0) {

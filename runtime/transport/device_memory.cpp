@@ -22,7 +22,7 @@ void* DeviceUpload::data() const { no_cuda(); }
 int DeviceUpload::device() const { no_cuda(); }
 size_t DeviceUpload::capacity() const { no_cuda(); }
 void copy_device_to_host(void*, const void*, size_t) { no_cuda(); }
-std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource() { no_cuda(); }
+std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource(int) { no_cuda(); }
 size_t device_total_bytes(int) { no_cuda(); }
 
 }  // namespace sluice::transport
@@ -43,6 +43,7 @@ namespace {
 // up to a few MiB, so batch-sized blocks would be pinned and freed once per batch.
 class PinnedBlocks final : public std::pmr::memory_resource {
  public:
+  explicit PinnedBlocks(int device) : device_(device) {}
   ~PinnedBlocks() override {
     for (const auto& [pointer, bytes] : sizes_) {
       const cudaError_t code = cudaFreeHost(pointer);
@@ -61,6 +62,9 @@ class PinnedBlocks final : public std::pmr::memory_resource {
       return pointer;
     }
     void* pointer = nullptr;
+    // Reader threads allocate: without this, a thread's first CUDA call would set up a context on
+    // device 0, whichever GPU the data rank uses.
+    const detail::DeviceGuard guard(device_);
     SLUICE_CUDA_CHECK(cudaHostAlloc(&pointer, std::max<size_t>(bytes, 1), cudaHostAllocPortable));
     sizes_[pointer] = bytes;
     return pointer;
@@ -71,6 +75,7 @@ class PinnedBlocks final : public std::pmr::memory_resource {
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
 
+  int device_;
   std::mutex mutex_;
   std::multimap<size_t, void*> free_;  // bytes -> block, for reuse
   std::map<void*, size_t> sizes_;      // every block ever pinned
@@ -78,7 +83,9 @@ class PinnedBlocks final : public std::pmr::memory_resource {
 
 }  // namespace
 
-std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource() { return std::make_unique<PinnedBlocks>(); }
+std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource(int device) {
+  return std::make_unique<PinnedBlocks>(device);
+}
 
 struct DeviceUpload::Impl {
   int device;

@@ -34,8 +34,9 @@ class DeviceUpload {
 // Pinning is slow (milliseconds) and freeing pinned memory synchronises the device, so freed
 // blocks are kept and handed out again to a batch of at most their size and at least half of it
 // (batches come in a few bucket shapes, so a handful of blocks serve a whole run). The blocks
-// are freed with the resource. Thread-safe.
-std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource();
+// are freed with the resource. Thread-safe; allocating threads use `device` (the GPU the copies
+// go to) for the CUDA calls.
+std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource(int device);
 
 // Synchronous copy of `bytes` from device memory (any device; unified addressing) to the host.
 void copy_device_to_host(void* host, const void* device_memory, size_t bytes);
