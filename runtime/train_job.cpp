@@ -676,6 +676,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   }
 
   const RankPlacement& me = setup.roles.at(session.rank());
+  // A GPU rank works on its own GPU from here on (see transport::set_current_device).
+  if (me.gpu >= 0 && config.string("model.device") == "cuda") transport::set_current_device(me.gpu);
   const int cores = usable_cores();
   const bool unbound = cores >= static_cast<int>(std::thread::hardware_concurrency());
   const int compute_threads = std::max(1, unbound ? cores / session.local_size() : cores);

@@ -22,6 +22,7 @@ void* DeviceUpload::data() const { no_cuda(); }
 int DeviceUpload::device() const { no_cuda(); }
 size_t DeviceUpload::capacity() const { no_cuda(); }
 void copy_device_to_host(void*, const void*, size_t) { no_cuda(); }
+void set_current_device(int) { no_cuda(); }
 std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource(int) { no_cuda(); }
 size_t device_total_bytes(int) { no_cuda(); }
 
@@ -114,6 +115,8 @@ void* DeviceUpload::upload(const void* host, size_t bytes) {
 void* DeviceUpload::data() const { return impl_->buffer.base(); }
 int DeviceUpload::device() const { return impl_->device; }
 size_t DeviceUpload::capacity() const { return impl_->buffer.stride(); }
+
+void set_current_device(int device) { SLUICE_CUDA_CHECK(cudaSetDevice(device)); }
 
 void copy_device_to_host(void* host, const void* device_memory, size_t bytes) {
   SLUICE_CUDA_CHECK(cudaMemcpy(host, device_memory, bytes, cudaMemcpyDeviceToHost));

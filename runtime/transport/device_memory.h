@@ -38,6 +38,11 @@ class DeviceUpload {
 // go to) for the CUDA calls.
 std::unique_ptr<std::pmr::memory_resource> make_pinned_memory_resource(int device);
 
+// Makes `device` the calling thread's current CUDA device for good (cudaSetDevice), as every GPU
+// rank does first: a CUDA call made without a device guard then lands on the rank's own GPU
+// instead of setting up a context on device 0.
+void set_current_device(int device);
+
 // Synchronous copy of `bytes` from device memory (any device; unified addressing) to the host.
 void copy_device_to_host(void* host, const void* device_memory, size_t bytes);
 
