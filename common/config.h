@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -20,8 +21,16 @@ enum class ValueType { integer, number, boolean, string };
 const char* to_string(ValueType type);
 
 struct Setting {
+  Setting() = default;
+  // A constructor, not aggregate initialisation, so that a schema line may leave out the choices
+  // and bounds without a missing-initializer warning.
+  Setting(std::string key_, ValueType type_, std::string default_value_, std::string help_,
+          std::vector<std::string> choices_ = {}, double min_ = -1e300, double max_ = 1e300)
+      : key(std::move(key_)), type(type_), default_value(std::move(default_value_)), help(std::move(help_)),
+        choices(std::move(choices_)), min(min_), max(max_) {}
+
   std::string key;            // "section.name"
-  ValueType type;
+  ValueType type = ValueType::string;
   std::string default_value;  // YAML scalar text; "" for an empty string
   std::string help;
   std::vector<std::string> choices;  // allowed values of a string setting; empty = any

@@ -17,6 +17,7 @@
 //  - The GPU memory fractions of the ranks sharing one GPU add up to at most 1.
 // Invalid plans are ConfigErrors that say what to change.
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sluice::runtime {
@@ -36,6 +37,10 @@ struct RankPlacement {
 };
 
 struct RolePlanRequest {
+  RolePlanRequest() = default;
+  // The hosts alone, every other field at its default (`plan_roles({{"n1", "n1"}})`).
+  RolePlanRequest(std::vector<std::string> rank_hosts) : hosts(std::move(rank_hosts)) {}  // NOLINT(google-explicit-constructor)
+
   std::vector<std::string> hosts;    // host of every rank, index = rank
   int gpus_per_node = 0;             // visible GPUs on each node (0: CPU run)
   int data_per_node = -1;            // -1: auto

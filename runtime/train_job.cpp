@@ -203,12 +203,12 @@ double validation_loss(model::Trainer& trainer, cache::CacheReader& reader, cons
   for (size_t i = static_cast<size_t>(model_index); i < setup.validation.size(); i += setup.model_ranks.size()) {
     mine.push_back(setup.validation[i].index);
   }
-  const int batch = std::max(1, plan.batch_size);
+  const int per_batch = std::max(1, plan.batch_size);
   std::vector<cache::Sample> samples;
   BatchBytes bytes;
-  for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(batch)) {
+  for (size_t begin = 0; begin < mine.size(); begin += static_cast<size_t>(per_batch)) {
     const std::vector<int64_t> indices(mine.begin() + static_cast<ptrdiff_t>(begin),
-                                       mine.begin() + static_cast<ptrdiff_t>(std::min(mine.size(), begin + batch)));
+                                       mine.begin() + static_cast<ptrdiff_t>(std::min(mine.size(), begin + per_batch)));
     reader.read_batch(indices, samples);
     BucketShape shape;
     shape.batch_size = static_cast<int32_t>(samples.size());
