@@ -5,6 +5,8 @@
 #include <new>
 #include <thread>
 
+#include <cuda.h>  // CUresult and CUdevice only: the driver is reached through the runtime's entry points
+
 #include "common/error.h"
 #include "common/log.h"
 
@@ -19,6 +21,40 @@ int current_device() {
 
 void log_cuda(cudaError_t code, const char* what) {
   if (code != cudaSuccess) log::get("runtime")->warn("{}: {}", what, cudaGetErrorString(code));
+}
+
+// A driver function through the runtime (no link to libcuda); null when not found.
+void* driver_function(const char* symbol) {
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  const cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &function, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t status = cudaGetDriverEntryPoint(symbol, &function, cudaEnableDefault, &found);
+#endif
+  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return function;
+}
+
+// Whether `device` has an active primary context in this process. Since CUDA 12.0 cudaSetDevice
+// creates the primary context of the device it selects, and cudaGetDevice reports device 0 on a
+// thread that never chose one: a guard that "restores" device 0 would create a context there
+// (hundreds of MiB of GPU 0 per rank on a multi-GPU node). PyTorch's device guard checks the same
+// (pytorch/pytorch#94864). True when it cannot tell, which restores as before.
+bool has_primary_context(int device) {
+  using DeviceGet = CUresult (*)(CUdevice*, int);
+  using PrimaryCtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const auto device_get = reinterpret_cast<DeviceGet>(driver_function("cuDeviceGet"));
+  static const auto get_state = reinterpret_cast<PrimaryCtxGetState>(driver_function("cuDevicePrimaryCtxGetState"));
+  if (device_get == nullptr || get_state == nullptr) return true;
+  CUdevice handle = 0;
+  unsigned int flags = 0;
+  int active = 0;
+  if (device_get(&handle, device) != CUDA_SUCCESS || get_state(handle, &flags, &active) != CUDA_SUCCESS) return true;
+  return active != 0;
 }
 
 }  // namespace
@@ -41,8 +77,11 @@ bool event_done(cudaEvent_t event) {
 DeviceGuard::DeviceGuard(int device) {
   SLUICE_CUDA_CHECK(cudaGetDevice(&previous_));
   if (previous_ != device) {
+    // Restore only a device this process already uses (see has_primary_context); otherwise
+    // `device` stays current for this thread.
+    const bool restore = has_primary_context(previous_);
     SLUICE_CUDA_CHECK(cudaSetDevice(device));
-    restore_ = true;
+    restore_ = restore;
   }
 }
 

@@ -23,7 +23,9 @@ void cuda_check(cudaError_t code, const char* call, const char* file, int line);
 // cudaEventQuery as a poll: true when done, false when not yet; throws on an error.
 bool event_done(cudaEvent_t event);
 
-// Makes `device` current for the calling thread and restores the previous one.
+// Makes `device` current for the calling thread and restores the previous one, unless that one
+// has no CUDA context in this process (restoring it would create one, CUDA >= 12): then `device`
+// stays current.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
