@@ -123,9 +123,11 @@ void nccl_check(ncclResult_t code, const char* call, const char* file, int line,
 NcclComm::NcclComm(const ncclUniqueId& id, int nranks, int rank, Deadline deadline, const std::string& peer) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  SLUICE_NCCL_CHECK(ncclCommInitRankConfig(&comm_, nranks, id, rank, &config), comm_);
   PollBackoff backoff;
   try {
+    // Inside the try: a non-blocking init that fails at once still returns the communicator (in
+    // its error state), which must be aborted to free it; the destructor does not run for it.
+    SLUICE_NCCL_CHECK(ncclCommInitRankConfig(&comm_, nranks, id, rank, &config), comm_);
     while (busy()) {
       if (Clock::now() > deadline) {
         throw TransportError("timed out creating the NCCL communicator with " + peer +
