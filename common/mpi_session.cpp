@@ -28,7 +28,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   MPI_Initialized(&initialised);
   if (!initialised) {
     int provided = 0;
-    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    // SERIALIZED, not FUNNELED: on a CUDA trainer the gradient hooks that start each bucket's
+    // all-reduce run on torch's autograd thread for the device while the main thread waits in
+    // backward(), so MPI is called from two threads, never at the same time.
+    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     owns_mpi_ = true;
   }
   // Errors come back as codes so that check_mpi() can turn them into exceptions with context.

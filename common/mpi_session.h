@@ -16,7 +16,8 @@ namespace sluice {
 
 class MpiSession {
  public:
-  // Initialises MPI with MPI_THREAD_FUNNELED (only the main thread calls MPI) unless it is
+  // Initialises MPI with MPI_THREAD_SERIALIZED (one thread at a time calls MPI: the main thread,
+  // and a CUDA trainer's autograd thread while the main thread waits in backward) unless it is
   // already initialised, and exchanges host names (a collective made once at start-up).
   MpiSession(int* argc, char*** argv);
   ~MpiSession();

@@ -30,8 +30,8 @@
 // receive()/release()/close() on the model side). The two endpoints of an in-process pair may be
 // used from two threads. stats() may be called from any thread. Transports that talk over MPI
 // (mpi, cuda_ipc, nccl) make MPI calls only inside their endpoint's calls, on the calling
-// thread: under MpiSession's MPI_THREAD_FUNNELED that must be the thread that initialised MPI
-// (the data rank's main thread sends, the trainer's main thread receives). A consequence for the
+// thread, which in `sluice train` is the main thread (the data rank's main thread sends, the
+// trainer's main thread receives; MpiSession asks for MPI_THREAD_SERIALIZED). A consequence for the
 // mpi transport: a large batch moves while the receiving thread is inside a channel call, so a
 // trainer that computes between receive() calls overlaps transfers only up to MPI's eager size.
 // GPU transports move bytes on a CUDA stream and are not affected.
