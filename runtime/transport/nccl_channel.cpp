@@ -22,6 +22,7 @@ ChannelPair make_nccl_loopback_channel_pair(int, const ChannelOptions&) { not_bu
 
 #else
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -44,6 +45,14 @@ using detail::feed_tag;
 constexpr int nccl_sender = 0;
 constexpr int nccl_receiver = 1;
 
+// Creating a communicator can take seconds by itself (NCCL's first initialisation in a process
+// reads the topology and loads its plugins), so set-up waits at least this long whatever
+// runtime.timeout_s says; every wait after set-up keeps timeout_s.
+constexpr double min_setup_s = 30.0;
+Deadline setup_deadline(const ChannelOptions& options) {
+  return detail::deadline_after(std::max(options.timeout_s, min_setup_s));
+}
+
 void check_gpu_options(const ChannelOptions& options, const char* transport) {
   detail::check_options(options, transport, std::numeric_limits<size_t>::max() / 4);
   if (options.checksum) {
@@ -61,7 +70,7 @@ class NcclSendChannel final : public detail::MpiFeedSender {
     sent_ = std::make_unique<detail::CudaEvent>();
     ncclUniqueId id;
     SLUICE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-    const Deadline deadline = detail::deadline_after(options.timeout_s);
+    const Deadline deadline = setup_deadline(options);
     send_string(session, receiver, feed_tag(options.channel_id, FeedTag::setup),
                 std::string(reinterpret_cast<const char*>(&id), sizeof(id)), deadline, "the NCCL unique id");
     comm_ = std::make_unique<detail::NcclComm>(id, 2, nccl_sender, deadline, names_.peer);
@@ -119,7 +128,7 @@ class NcclReceiveChannel final : public detail::MpiFeedReceiver {
     stream_ = std::make_unique<detail::CudaStream>();
     received_.reserve(static_cast<size_t>(options.slots));
     for (int s = 0; s < options.slots; ++s) received_.emplace_back();
-    const Deadline deadline = detail::deadline_after(options.timeout_s);
+    const Deadline deadline = setup_deadline(options);
     const std::string id_bytes = receive_string(session, sender, feed_tag(options.channel_id, FeedTag::setup),
                                                 deadline, "the NCCL unique id from the sender");
     ncclUniqueId id;
@@ -231,7 +240,7 @@ class NcclLoopbackSlots final : public detail::SlotStore {
     moved_ = std::make_unique<detail::CudaEvent>();
     ncclUniqueId id;
     SLUICE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
-    comm_ = std::make_unique<detail::NcclComm>(id, 1, 0, detail::deadline_after(options.timeout_s), "itself");
+    comm_ = std::make_unique<detail::NcclComm>(id, 1, 0, setup_deadline(options), "itself");
   }
 
   ~NcclLoopbackSlots() override {

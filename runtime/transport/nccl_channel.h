@@ -6,6 +6,8 @@
 // Communicators are non-blocking (ncclConfig_t::blocking = 0), so that creating one and every
 // transfer can be polled (ncclCommGetAsyncError, cudaEventQuery) against the deadline; on
 // expiry or a peer's abort the endpoint calls ncclCommAbort and throws TransportError.
+// Set-up (the unique id's exchange and the communicator's creation) waits at least 30 s even when
+// timeout_s is shorter: NCCL's first initialisation in a process alone can take seconds.
 // NCCL refuses two ranks on one GPU ("Duplicate GPU"): use cuda_ipc there.
 //
 // Built when CMake found the CUDA toolkit and NCCL (SLUICE_HAVE_NCCL); in other builds the
