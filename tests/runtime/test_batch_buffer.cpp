@@ -19,13 +19,20 @@ cache::Sample sample(int64_t index, int32_t frames, int32_t tokens, int32_t n_me
   return s;
 }
 
-TEST(BatchBuffer, CollateRoundTripWithZeroPadding) {
+// Two samples (indices 7 and 9; 10 and 16 frames; 5 and 8 tokens; 3 mels) padded to 2 x 8 x 16,
+// epoch 2, step 41, bucket 1.
+BucketShape two_sample_batch(BatchBytes& bytes) {
   BucketShape shape;
   shape.batch_size = 2;
   shape.max_tokens = 8;
   shape.max_frames = 16;
-  BatchBytes bytes;
   collate({sample(7, 10, 5, 3), sample(9, 16, 8, 3)}, shape, 3, 2, 41, 1, bytes);
+  return shape;
+}
+
+TEST(BatchBuffer, CollateRoundTripWithZeroPadding) {
+  BatchBytes bytes;
+  const BucketShape shape = two_sample_batch(bytes);
   EXPECT_EQ(bytes.size(), BatchLayout::of(shape, 3).total);
 
   const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
@@ -66,12 +73,8 @@ TEST(BatchBuffer, RejectsWhatIsNotABatch) {
 // A batch in "device" memory, read back through a host copy function (memcpy here; the GPU
 // transports pass cudaMemcpy): host sections from the copy, every section's address in place.
 TEST(BatchBuffer, DeviceBatchReadsHeaderAndLengthsThroughTheCopy) {
-  BucketShape shape;
-  shape.batch_size = 2;
-  shape.max_frames = 16;
-  shape.max_tokens = 8;
   BatchBytes bytes;
-  collate({sample(7, 10, 5, 3), sample(9, 16, 8, 3)}, shape, 3, 2, 41, 1, bytes);
+  const BucketShape shape = two_sample_batch(bytes);
   static size_t copied = 0;
   copied = 0;
   const auto copy = [](void* host, const void* device, size_t size) {
