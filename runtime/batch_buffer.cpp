@@ -42,7 +42,13 @@ BatchPointers BatchPointers::of(const void* bytes, size_t size) {
     throw TransportError("batch of step " + std::to_string(header->step) + " is " + std::to_string(size) +
                          " bytes, its header says " + std::to_string(layout.total));
   }
-  return {header,
+  return at(bytes, *header);
+}
+
+BatchPointers BatchPointers::at(const void* bytes, const BatchHeader& header) {
+  const auto* base = static_cast<const std::byte*>(bytes);
+  const BatchLayout layout = BatchLayout::of(header.batch_size, header.max_tokens, header.max_frames, header.n_mels);
+  return {reinterpret_cast<const BatchHeader*>(base),
           reinterpret_cast<const int64_t*>(base + layout.indices),
           reinterpret_cast<const int32_t*>(base + layout.token_lens),
           reinterpret_cast<const int32_t*>(base + layout.mel_lens),
@@ -68,20 +74,10 @@ DeviceBatch DeviceBatch::of(const void* device_bytes, size_t size, CopyToHost co
   }
   batch.host_prefix.resize(layout.tokens);
   copy_to_host(batch.host_prefix.data(), device_bytes, layout.tokens);
-  const auto* host = batch.host_prefix.data();
-  batch.host = {reinterpret_cast<const BatchHeader*>(host),
-                reinterpret_cast<const int64_t*>(host + layout.indices),
-                reinterpret_cast<const int32_t*>(host + layout.token_lens),
-                reinterpret_cast<const int32_t*>(host + layout.mel_lens),
-                nullptr,
-                nullptr};
-  const auto* base = static_cast<const std::byte*>(device_bytes);
-  batch.device = {reinterpret_cast<const BatchHeader*>(base),
-                  reinterpret_cast<const int64_t*>(base + layout.indices),
-                  reinterpret_cast<const int32_t*>(base + layout.token_lens),
-                  reinterpret_cast<const int32_t*>(base + layout.mel_lens),
-                  reinterpret_cast<const int32_t*>(base + layout.tokens),
-                  reinterpret_cast<const float*>(base + layout.mels)};
+  batch.host = BatchPointers::at(batch.host_prefix.data(), header);
+  batch.host.tokens = nullptr;  // not copied back
+  batch.host.mels = nullptr;
+  batch.device = BatchPointers::at(device_bytes, header);
   return batch;
 }
 

@@ -56,14 +56,17 @@ struct BatchPointers {
   const float* mels;
 
   static BatchPointers of(const void* bytes, size_t size);
+  // The sections of a batch with `header`'s shape laid out from `bytes`, unchecked: `bytes` may
+  // be device memory (nothing is read).
+  static BatchPointers at(const void* bytes, const BatchHeader& header);
 };
 
 // A batch that arrived in device memory (GPU transports). The training loop reads the header and
 // the lengths on the host; the model reads every section on the device. `copy_to_host` copies
 // device bytes to host memory (transport::copy_device_to_host).
 struct DeviceBatch {
-  std::vector<std::byte> host_prefix;  // header, indices, token_lens, mel_lens
-  BatchPointers host{};    // header, indices, token_lens, mel_lens into host_prefix; tokens, mels null
+  std::vector<std::byte> host_prefix;  // header, indices, token_lens, mel_lens (empty: `host` points elsewhere)
+  BatchPointers host{};    // header, indices, token_lens, mel_lens on the host; tokens, mels null
   BatchPointers device{};  // every section's device address
 
   using CopyToHost = void (*)(void* host, const void* device, size_t bytes);

@@ -181,6 +181,8 @@ struct RankContext {
   FinishLine* finish = nullptr;
   timing::InjectedDelay delay;
   int waiting_for = -1;
+  // train.normalize_mels and the masks, with the cache's statistics (feature_settings()).
+  model::FeatureTransformSettings features;
 };
 
 int64_t peak_rss_bytes() {
@@ -259,20 +261,15 @@ class ReplayBatches {
     }
   }
 
-  // The batch of `global` in device memory (after at(global)), or nullopt on the host.
-  std::optional<model::BatchView> device_view(const BatchPointers& host) const {
+  // The batch of `global` in device memory (after at(global)), as a fed batch arrives there; or
+  // nullopt on the host.
+  std::optional<DeviceBatch> on_device(const BatchPointers& host) const {
     const auto it = on_device_.find(host.header->bucket);
     if (it == on_device_.end()) return std::nullopt;
-    const auto* base = static_cast<const std::byte*>(it->second->data());
-    const auto* host_base = reinterpret_cast<const std::byte*>(host.header);
-    const auto offset = [&](const void* pointer) { return static_cast<const std::byte*>(pointer) - host_base; };
-    model::BatchView view = view_of(host);
-    view.tokens = reinterpret_cast<const int32_t*>(base + offset(host.tokens));
-    view.token_lens = reinterpret_cast<const int32_t*>(base + offset(host.token_lens));
-    view.mels = reinterpret_cast<const float*>(base + offset(host.mels));
-    view.mel_lens = reinterpret_cast<const int32_t*>(base + offset(host.mel_lens));
-    view.on_device = true;
-    return view;
+    DeviceBatch batch;
+    batch.host = host;
+    batch.device = BatchPointers::at(it->second->data(), *host.header);
+    return batch;
   }
 
   BatchPointers at(int64_t global) {
@@ -320,7 +317,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
                    session.rank(), double(cap) / double(1 << 30), 100 * memory_fraction, std::max(0, gpu));
   }
   // Validation batches are normalised on this rank's CPU, as the data ranks normalise training ones.
-  model::FeatureTransformSettings normalization = feature_settings(config, reader);
+  model::FeatureTransformSettings normalization = context.features;
   normalization.masking = {};
   const model::FeatureTransform normalize(std::move(normalization), "cpu");
   model::Trainer trainer(model, optimizer_config(config), static_cast<uint64_t>(config.integer("train.seed")),
@@ -412,6 +409,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     const BatchPointers batch = replay      ? replay->at(global)
                                 : on_device ? on_device->host
                                             : BatchPointers::of(received->data, received->bytes);
+    if (replay) on_device = replay->on_device(batch);
     const PlanPosition expected = setup.schedule->position(global);
     if (batch.header->epoch != expected.epoch || batch.header->step != expected.step) {
       throw TransportError("received epoch " + std::to_string(batch.header->epoch) + " step " +
@@ -425,9 +423,7 @@ json train_model(const MpiSession& session, const config::Config& config, const 
     const int64_t step_start_ns = timing::now_ns();
     // On a GPU the step ends with the loss read back, after every kernel that reads the batch:
     // the slot is free to release when it returns.
-    const std::optional<model::BatchView> replayed = replay ? replay->device_view(batch) : std::nullopt;
-    const model::StepResult result =
-        trainer.train_step(on_device ? view_of(*on_device) : replayed ? *replayed : view_of(batch));
+    const model::StepResult result = trainer.train_step(on_device ? view_of(*on_device) : view_of(batch));
     context.delay.apply(timing::Stage::optimizer, session.rank(), global);
     {
       // The trainer times its phases; laid end to end from the step's start they are its spans.
@@ -713,7 +709,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   const std::string& transport = setup.roles.transport;
   // Feature work (normalisation, masks) runs on the data side: on the data rank's GPU when the
   // batches travel in device memory, else in the reader threads on the host.
-  const model::FeatureTransformSettings features = feature_settings(config, reader);
+  context.features = feature_settings(config, reader);
+  const model::FeatureTransformSettings& features = context.features;
   const bool gpu_data = me.role == Role::data && gpu_transport(transport) && me.gpu >= 0;
   std::unique_ptr<model::FeatureTransform> host_transform, gpu_transform;
   std::unique_ptr<std::pmr::memory_resource> pinned;  // outlives the feeder and its batches
