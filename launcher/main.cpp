@@ -14,12 +14,12 @@
 #include "common/log.h"
 #include "common/mpi_session.h"
 #include "common/stop_signal.h"
-#include "runtime/cache_commands.h"
-#include "runtime/prep_job.h"
+#include "commands/cache_commands.h"
+#include "runtime/prep/prep_job.h"
 #include "runtime/settings.h"
-#include "runtime/train_job.h"
+#include "runtime/train/train_job.h"
 #include "report/write_report.h"
-#include "launcher/tuning_commands.h"
+#include "commands/tuning_commands.h"
 
 namespace {
 
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
                          "is told by the timelines' job. Rules and thresholds: docs/report.md.\nExit codes: 0 written; "
                          "1 no timelines in DIR/timeline, or a malformed one (named).");
 
-  // `sluice doctor` and `sluice bench ...` (launcher/tuning_commands.cpp).
+  // `sluice doctor` and `sluice bench ...` (commands/tuning_commands.cpp).
   sluice::TuningCommands tuning(app);
 
   CLI11_PARSE(app, argc, argv);

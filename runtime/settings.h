@@ -5,8 +5,6 @@
 #include "dataset/corpus.h"
 #include "dataset/mel.h"
 #include "dataset/text_normalizer.h"
-#include "runtime/batch_plan.h"
-#include "runtime/role_plan.h"
 
 namespace sluice::runtime {
 
@@ -16,11 +14,6 @@ const config::Schema& settings_schema();
 dataset::MelConfig mel_config(const config::Config& config);
 dataset::TextConfig text_config(const config::Config& config);
 dataset::CorpusOptions corpus_options(const config::Config& config);
-// train.*: the batch plan settings (bucket edges, batch size or frame budget, seed, padding).
-BatchPlanConfig batch_plan_config(const config::Config& config);
-// roles.* and model.device: the role-plan request of `sluice train` for these hosts and the GPUs
-// visible on each node (used by train and doctor, so both judge a plan the same way).
-RolePlanRequest role_plan_request(const config::Config& config, std::vector<std::string> hosts, int gpus_per_node);
 // A comma-separated setting ("data,model,model"): items trimmed, empty ones dropped.
 std::vector<std::string> split_list(const std::string& text);
 

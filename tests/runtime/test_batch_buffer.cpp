@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-#include "runtime/batch_buffer.h"
+#include "runtime/train/batch_buffer.h"
 
 namespace sluice::runtime {
 namespace {

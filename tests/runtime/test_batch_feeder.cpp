@@ -11,8 +11,8 @@
 
 #include "cache/cache_reader.h"
 #include "cache_test_util.h"
-#include "runtime/batch_buffer.h"
-#include "runtime/batch_feeder.h"
+#include "runtime/train/batch_buffer.h"
+#include "runtime/train/batch_feeder.h"
 #include "runtime/transport/inproc_channel.h"
 
 namespace sluice::runtime {

@@ -10,7 +10,7 @@
 
 #include "cache/cache_reader.h"
 #include "common/error.h"
-#include "runtime/batch_plan.h"
+#include "runtime/train/batch_plan.h"
 
 namespace sluice::runtime {
 namespace {
@@ -381,7 +381,7 @@ TEST(BatchPlan, MaxBatchBytesCoversTheLargestBucket) {
   const BatchPlan plan = BatchPlan::build(split, config, 2, 0);
   ASSERT_EQ(plan.buckets().size(), 2u);
   // Header (64) | indices 4x8 | token_lens 4x4 | mel_lens 4x4 | tokens 4xT x4 | mels 4xFx80 x4,
-  // each section starting on a 64-byte boundary (runtime/batch_buffer.h).
+  // each section starting on a 64-byte boundary (runtime/train/batch_buffer.h).
   const size_t small = 256 + 4 * 24 * 4 + 4 * 104 * 80 * 4;  // tokens end at 640 (aligned)
   const size_t large = 256 + 4 * 16 * 4 + 4 * 304 * 80 * 4;  // tokens end at 512 (aligned)
   EXPECT_EQ(BatchPlan::batch_bytes(plan.buckets()[0], 80), small);

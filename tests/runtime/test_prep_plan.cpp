@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/prep_plan.h"
+#include "runtime/prep/prep_plan.h"
 
 namespace sluice::runtime {
 namespace {

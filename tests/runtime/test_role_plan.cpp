@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
-#include "runtime/role_plan.h"
+#include "runtime/train/role_plan.h"
 
 namespace sluice::runtime {
 namespace {

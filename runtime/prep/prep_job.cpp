@@ -1,0 +1,525 @@
+#include "runtime/prep/prep_job.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/cache_index.h"
+#include "cache/shard_reader.h"
+#include "common/error.h"
+#include "common/file_util.h"
+#include "common/host.h"
+#include "common/log.h"
+#include "common/slurm_env.h"
+#include "dataset/audio.h"
+#include "runtime/rank_timing.h"
+#include "dataset/phonemizer.h"
+#include "dataset/vocabulary.h"
+#include "runtime/prep/prep_plan.h"
+#include "runtime/prep/progress_line.h"
+#include "runtime/settings.h"
+#include "runtime/prep/shard_builder.h"
+
+namespace sluice::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// Message tags of the prep protocol (see prep_job.h).
+enum Tag : int { tag_probe = 101, tag_plan, tag_heartbeat, tag_ping, tag_result, tag_outcome, tag_timeline };
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
+
+// Step 2: the header probe of every size-th item, starting at this rank.
+json probe_share(const dataset::CorpusListing& listing, int rank, int size) {
+  json rows = json::array();
+  for (size_t i = static_cast<size_t>(rank); i < listing.items.size(); i += static_cast<size_t>(size)) {
+    const auto& item = listing.items[i];
+    ItemProbe probe;
+    struct stat status {};
+    if (!item.reject && ::stat(item.audio.c_str(), &status) == 0) {
+      probe.bytes = static_cast<int64_t>(status.st_size);
+      probe.mtime_ns = static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec;
+      try {
+        probe.seconds = dataset::probe_audio(item.audio).seconds;
+      } catch (const dataset::SampleRejected&) {
+        // The worker decodes it again and records the reason; here it only weighs nothing.
+      }
+    }
+    rows.push_back({i, probe.seconds, probe.bytes, probe.mtime_ns});
+  }
+  return rows;
+}
+
+std::vector<ItemProbe> collect_probes(const std::vector<std::string>& shares, size_t items) {
+  std::vector<ItemProbe> probes(items);
+  for (const auto& share : shares) {
+    for (const auto& row : json::parse(share)) {
+      auto& probe = probes.at(row[0].get<size_t>());
+      probe.seconds = row[1].get<double>();
+      probe.bytes = row[2].get<int64_t>();
+      probe.mtime_ns = row[3].get<int64_t>();
+    }
+  }
+  return probes;
+}
+
+// Names the settings that differ between an existing cache and this run, for the refusal message.
+std::string describe_difference(const json& old_settings, const json& new_settings) {
+  std::string changed;
+  const json diff = json::diff(old_settings, new_settings);
+  for (const auto& change : diff) {
+    std::string path = change["path"].get<std::string>().substr(1);
+    for (auto& c : path) c = c == '/' ? '.' : c;
+    changed += (changed.empty() ? "" : ", ") + path;
+  }
+  return changed.empty() ? "the corpus changed (rows, texts, or audio file sizes/mtimes)"
+                         : "settings changed: " + changed;
+}
+
+// Step 3 on rank 0: an existing finished cache is either ours (same fingerprint: keep it), or is
+// replaced only when the user asked for it. Returns the refusal message, or "".
+std::string check_existing_cache(const fs::path& dir, const std::string& fingerprint,
+                                 const json& settings, bool overwrite) {
+  const fs::path manifest_path = dir / "manifest.json";
+  if (!fs::exists(manifest_path)) return "";
+  json manifest;
+  try {
+    manifest = json::parse(read_file(manifest_path));
+  } catch (const std::exception& error) {
+    return "cannot read the existing " + manifest_path.string() + " (" + error.what() +
+           "); remove it or set prep.overwrite=true";
+  }
+  if (manifest.value("fingerprint", "") == fingerprint) return "";
+  const std::string why = describe_difference(manifest.value("settings", json::object()), settings);
+  if (!overwrite) {
+    return "the cache in " + dir.string() + " was made from other inputs: " + why +
+           ". Use another cache.dir, or --overwrite (prep.overwrite=true) to rebuild it";
+  }
+  logger()->warn("replacing the cache in {}: {}", dir.string(), why);
+  for (const char* name : {"manifest.json", "index.h5", "rejects.jsonl"}) fs::remove(dir / name);
+  return "";
+}
+
+json heartbeat(const BuildProgress& progress) {
+  return {{"items", progress.items.load()},
+          {"audio_ms", progress.audio_ms.load()},
+          {"rejects", progress.rejects.load()},
+          {"total_items", progress.total_items.load()},
+          {"total_audio_ms", progress.total_audio_ms.load()}};
+}
+
+std::string error_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+json result_json(const BuildResult& result, int rank, const std::string& host) {
+  json shards = json::array();
+  int64_t kept = 0;
+  for (const auto& shard : result.shards) {
+    shards.push_back({shard.shard, shard.kept, shard.samples, shard.rejects});
+    kept += shard.kept ? 1 : 0;
+  }
+  json unknown = json::object();
+  for (const auto& [code_point, count] : result.unknown) unknown[std::to_string(code_point)] = count;
+  return {{"rank", rank},
+          {"host", host},
+          {"ok", !result.error},
+          {"error", result.error ? error_text(result.error) : ""},
+          {"shards", shards},
+          {"shards_kept", kept},
+          {"samples", result.samples},
+          {"rejects", result.rejects},
+          {"frames", result.frames},
+          {"audio_seconds", result.audio_seconds},
+          {"reject_reasons", result.reject_reasons},
+          {"unknown", unknown},
+          {"wall_seconds", result.wall_seconds},
+          {"stages",
+           {{"decode", result.stages.decode},
+            {"text", result.stages.text},
+            {"features", result.stages.features},
+            {"write", result.stages.write}}}};
+}
+
+// Rank 0 between the plan and the results: watches every rank's heartbeat, prints progress,
+// pings the others, and runs its own share. Returns every rank's result (index = rank).
+std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, double interval_s,
+                            double timeout_s) {
+  const int size = session.size();
+  std::vector<json> results(static_cast<size_t>(size));
+  std::vector<json> latest(static_cast<size_t>(size), json::object());
+  std::vector<Clock::time_point> last_heard(static_cast<size_t>(size), Clock::now());
+  ProgressLine line("prep");
+  auto last_tick = Clock::now() - std::chrono::hours(1);
+  std::vector<std::pair<MPI_Request, std::unique_ptr<std::string>>> pings;
+  int pending = size;
+  while (pending > 0) {
+    std::string payload;
+    int sender = -1;
+    while (try_receive_string(session, tag_heartbeat, payload, sender)) {
+      latest[static_cast<size_t>(sender)] = json::parse(payload);
+      last_heard[static_cast<size_t>(sender)] = Clock::now();
+    }
+    while (try_receive_string(session, tag_result, payload, sender)) {
+      results[static_cast<size_t>(sender)] = json::parse(payload);
+      --pending;
+    }
+    if (results[0].is_null() && builder.done()) {
+      results[0] = result_json(builder.finish(), 0, session.host());
+      --pending;
+    }
+    if (seconds_since(last_tick) >= interval_s) {
+      last_tick = Clock::now();
+      latest[0] = heartbeat(builder.progress());
+      ProgressCounts counts;
+      for (const auto& beat : latest) {
+        if (beat.empty()) continue;
+        counts.items += beat["items"].get<int64_t>();
+        counts.total_items += beat["total_items"].get<int64_t>();
+        counts.audio_seconds += beat["audio_ms"].get<double>() / 1000.0;
+        counts.total_audio_seconds += beat["total_audio_ms"].get<double>() / 1000.0;
+        counts.rejects += beat["rejects"].get<int64_t>();
+      }
+      line.update(counts);
+      // Pings let finished ranks tell a slow rank 0 from a dead one.
+      for (int r = 1; r < size; ++r) {
+        auto text = std::make_unique<std::string>("ping");
+        MPI_Request request;
+        MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, r, tag_ping,
+                  session.world(), &request);
+        pings.emplace_back(request, std::move(text));
+      }
+      for (auto it = pings.begin(); it != pings.end();) {
+        int done = 0;
+        MPI_Test(&it->first, &done, MPI_STATUS_IGNORE);
+        it = done ? pings.erase(it) : it + 1;
+      }
+    }
+    for (int r = 1; r < size; ++r) {
+      if (!results[static_cast<size_t>(r)].is_null()) continue;
+      const double silent = seconds_since(last_heard[static_cast<size_t>(r)]);
+      if (silent > timeout_s) {
+        line.finish();
+        const auto& beat = latest[static_cast<size_t>(r)];
+        throw TransportError(session.describe(r) + " (prep writer) has been silent for " +
+                             std::to_string(static_cast<int>(silent)) + " s (runtime.timeout_s = " +
+                             std::to_string(timeout_s) + "); last progress: " +
+                             (beat.empty() ? std::string("none") : beat.dump()) +
+                             ". Check that rank's log; finished shards are kept for a rerun");
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  line.finish();
+  for (auto& [request, text] : pings) MPI_Cancel(&request), MPI_Request_free(&request);
+  return results;
+}
+
+// Ranks other than 0: run the share, send heartbeats, then the result, then wait for the outcome.
+int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, double timeout_s) {
+  auto last_ping = Clock::now();
+  auto last_beat = Clock::now() - std::chrono::hours(1);
+  MPI_Request beat_request = MPI_REQUEST_NULL;
+  std::string beat_text;
+  auto drain_pings = [&] {
+    std::string payload;
+    int sender = -1;
+    while (try_receive_string(session, tag_ping, payload, sender)) last_ping = Clock::now();
+    if (seconds_since(last_ping) > timeout_s) {
+      throw TransportError(session.describe(0) + " (prep coordinator) has been silent for " +
+                           std::to_string(static_cast<int>(seconds_since(last_ping))) +
+                           " s (runtime.timeout_s); finished shards are kept for a rerun");
+    }
+  };
+  while (!builder.done()) {
+    drain_pings();
+    if (seconds_since(last_beat) >= interval_s) {
+      int done = 1;
+      if (beat_request != MPI_REQUEST_NULL) MPI_Test(&beat_request, &done, MPI_STATUS_IGNORE);
+      if (done) {
+        beat_text = heartbeat(builder.progress()).dump();
+        MPI_Isend(beat_text.data(), static_cast<int>(beat_text.size()), MPI_CHAR, 0, tag_heartbeat,
+                  session.world(), &beat_request);
+        last_beat = Clock::now();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const BuildResult result = builder.finish();
+  if (result.error) logger()->error("{}", error_text(result.error));
+  send_string(session, 0, tag_result, result_json(result, session.rank(), session.host()).dump(),
+              deadline_after(timeout_s), "the prep result");
+  while (true) {
+    std::string payload;
+    int sender = -1;
+    if (try_receive_string(session, tag_outcome, payload, sender)) {
+      if (beat_request != MPI_REQUEST_NULL) MPI_Cancel(&beat_request), MPI_Request_free(&beat_request);
+      return std::stoi(payload);
+    }
+    drain_pings();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void print_summary(const std::vector<json>& results, const json& totals, double wall_s,
+                   const std::map<std::string, int64_t>& reasons, const dataset::UnknownCounts& unknown) {
+  std::printf("\n%-5s %-14s %7s %7s %8s %8s %9s %8s %11s\n", "rank", "host", "shards", "kept",
+              "samples", "rejects", "audio h", "wall s", "audio-s/s");
+  for (const auto& r : results) {
+    const double audio = r["audio_seconds"].get<double>();
+    const double wall = r["wall_seconds"].get<double>();
+    std::printf("%-5d %-14s %7zu %7lld %8lld %8lld %9.3f %8.1f %11.0f\n", r["rank"].get<int>(),
+                r["host"].get<std::string>().substr(0, 14).c_str(), r["shards"].size(),
+                r["shards_kept"].get<long long>(), r["samples"].get<long long>(),
+                r["rejects"].get<long long>(), audio / 3600.0, wall, wall > 0 ? audio / wall : 0.0);
+  }
+  std::printf("total: %lld samples, %lld rejects, %.3f h audio, %lld frames, %lld shards in %.1f s\n",
+              totals["samples"].get<long long>(), totals["rejects"].get<long long>(),
+              totals["seconds"].get<double>() / 3600.0, totals["frames"].get<long long>(),
+              totals.value("shards", 0LL), wall_s);
+  if (!reasons.empty()) {
+    std::printf("rejects by reason:");
+    for (const auto& [reason, count] : reasons) std::printf(" %s=%lld", reason.c_str(), static_cast<long long>(count));
+    std::printf(" (details in rejects.jsonl)\n");
+  }
+  if (!unknown.empty()) {
+    std::printf("characters not in the vocabulary (mapped to <unk>): %s\n",
+                dataset::describe_unknown(unknown).c_str());
+  }
+  std::fflush(stdout);
+}
+
+// Step 5 on rank 0: every rank succeeded; write rejects.jsonl, index.h5, manifest.json (last).
+int finalize(const config::Config& config, const PrepPlan& plan, const json& out_settings,
+             const json& vocabulary, const std::vector<json>& results, double wall_s) {
+  const fs::path dir = config.string("cache.dir");
+  std::vector<fs::path> shard_files;
+  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
+    shard_files.push_back(dir / cache::shard_file_name(shard));
+  }
+  // Shards beyond this plan's count belong to an older layout; they would confuse a reader.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard-", 0) == 0 && std::find(shard_files.begin(), shard_files.end(), entry.path()) == shard_files.end()) {
+      logger()->info("removing {}: not part of this cache's {} shards", name, plan.shard_count());
+      fs::remove(entry.path());
+    }
+  }
+  // One pass over the shards builds the index and collects their rejects. index.h5 alone does not
+  // make a cache: only the manifest, written below when the rejects are within bounds, does.
+  cache::IndexSummary summary = cache::write_index(dir, shard_files);
+  std::string rejects_text;
+  std::map<std::string, int64_t> reasons;
+  for (const auto& line : summary.reject_lines) {
+    rejects_text += line + "\n";
+    ++reasons[json::parse(line).value("reason", "unknown")];
+  }
+  const auto reject_count = static_cast<int64_t>(summary.reject_lines.size());
+  write_file_atomically(dir / "rejects.jsonl", rejects_text);
+  config.write(dir / "sluice-prep.yaml");
+
+  dataset::UnknownCounts unknown;
+  for (const auto& r : results) {
+    for (const auto& [code_point, count] : r["unknown"].items()) {
+      unknown[static_cast<char32_t>(std::stoul(code_point))] += count.get<int64_t>();
+    }
+  }
+  const double fraction = plan.item_count > 0 ? double(reject_count) / double(plan.item_count) : 0.0;
+  const double allowed = config.number("prep.max_reject_fraction");
+
+  nlohmann::json unknown_json = json::object();
+  for (const auto& [code_point, count] : unknown) unknown_json[std::to_string(code_point)] = count;
+  // The prep job's own record, next to the cache: who wrote what, how fast, and what was skipped.
+  const json report = {{"corpus", config.string("corpus.path")},
+                       {"corpus_rows", plan.item_count},
+                       {"fingerprint", plan.fingerprint},
+                       {"wall_seconds", wall_s},
+                       {"ranks", results},
+                       {"rejects", reject_count},
+                       {"reject_reasons", reasons},
+                       {"unknown_characters", dataset::describe_unknown(unknown)},
+                       {"unknown_code_points", unknown_json}};
+  write_file_atomically(dir / "prep-report.json", report.dump(2) + "\n");
+  if (fraction > allowed) {
+    json totals = {{"samples", 0}, {"rejects", reject_count}, {"seconds", 0.0}, {"frames", 0}};
+    print_summary(results, totals, wall_s, reasons, unknown);
+    logger()->error(
+        "{} of {} corpus rows were rejected ({:.1f}%), more than prep.max_reject_fraction = {:.1f}%: "
+        "no manifest was written. See {} for every reject and its reason; fix the corpus, or raise "
+        "prep.max_reject_fraction and rerun (finished shards are kept)",
+        reject_count, plan.item_count, 100 * fraction, 100 * allowed, (dir / "rejects.jsonl").string());
+    return prep_too_many_rejects;
+  }
+  const cache::Manifest manifest = cache::write_manifest(dir, std::move(summary), out_settings, vocabulary);
+  json totals = manifest.to_json()["totals"];
+  totals["shards"] = manifest.shards.size();
+  print_summary(results, totals, wall_s, reasons, unknown);
+  std::printf("cache ready: %s (fingerprint %s)\n", dir.c_str(), plan.fingerprint.c_str());
+  return prep_ok;
+}
+
+int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
+               const json& out_settings, const json& vocabulary_json, Clock::time_point started);
+
+}  // namespace
+
+int run_prep(const MpiSession& session, const config::Config& config) {
+  const auto started = Clock::now();
+  const double timeout_s = config.number("runtime.timeout_s");
+  check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
+  const fs::path dir = config.string("cache.dir");
+  BuildSettings settings;
+  settings.mel = mel_config(config);
+  settings.text = text_config(config);
+  settings.tokenizer = config.string("text.tokenizer");
+  settings.min_seconds = config.number("prep.min_seconds");
+  settings.max_seconds = config.number("prep.max_seconds");
+  settings.cache_dir = dir;
+  settings.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
+  settings.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));
+  const int64_t threads = config.integer("prep.threads");
+  // Default: the cores this rank may use; when ranks share a node unbound, a share of them.
+  const int cores = usable_cores();
+  const int share = cores >= static_cast<int>(std::thread::hardware_concurrency()) ? cores / session.local_size() : cores;
+  settings.threads = threads > 0 ? static_cast<int>(threads) : std::max(1, share);
+  const std::string warning = binding_warning(settings.threads + 1);
+  if (!warning.empty() && session.local_rank() == 0) {  // the same on every rank of the node
+    logger()->warn("{} (prep: {} worker(s) + 1 writer)", warning, settings.threads);
+  }
+  if (settings.min_seconds >= settings.max_seconds) {
+    throw ConfigError("prep.min_seconds (" + std::to_string(settings.min_seconds) +
+                      ") must be below prep.max_seconds (" + std::to_string(settings.max_seconds) + ")");
+  }
+
+  const dataset::Vocabulary vocabulary = settings.tokenizer == "phonemes"
+                                             ? dataset::Vocabulary::builtin_phonemes()
+                                             : dataset::Vocabulary::builtin_characters();
+  const json vocabulary_json = vocabulary.to_json();
+  json out_settings = output_settings(config);
+  if (settings.tokenizer == "phonemes") {
+    // Phoneme strings change with espeak-ng's version and data: a new espeak is a new cache.
+    out_settings["text"]["phonemizer"] = dataset::Phonemizer().engine_version();
+  }
+
+  // 1. The listing: every rank reads it; it is deterministic.
+  const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+  if (session.rank() == 0) {
+    logger()->info("corpus {} ({}): {} rows; {} rank(s) x {} thread(s)", listing.listing_file.string(),
+                   listing.format, listing.items.size(), session.size(), settings.threads);
+    fs::create_directories(dir);
+  }
+
+  // 2-3. Probe, plan, broadcast.
+  const auto shares = gather_strings(session, probe_share(listing, session.rank(), session.size()).dump(),
+                                     tag_probe, timeout_s, "audio header probes");
+  std::string plan_text;
+  if (session.rank() == 0) {
+    const auto probes = collect_probes(shares, listing.items.size());
+    const std::string fingerprint = compute_fingerprint(out_settings, vocabulary_json, listing, probes);
+    const std::string refusal = check_existing_cache(dir, fingerprint, out_settings,
+                                                     config.boolean("prep.overwrite"));
+    if (refusal.empty()) {
+      // A killed run's temporaries never read as shards; clear them before anyone writes.
+      if (int removed = cache::remove_shard_temporaries(dir)) {
+        logger()->info("removed {} temporary file(s) left by an interrupted run", removed);
+      }
+      const PrepPlan plan = make_plan(fingerprint, config.integer("cache.shard_size"), probes, session.size());
+      plan_text = json{{"plan", plan.to_json()}}.dump();
+    } else {
+      plan_text = json{{"refuse", refusal}}.dump();
+    }
+  }
+  const json message = json::parse(broadcast_string(session, plan_text, tag_plan, timeout_s, "the prep plan"));
+  if (message.contains("refuse")) {
+    if (session.rank() == 0) logger()->error("{}", message["refuse"].get<std::string>());
+    return prep_refused;
+  }
+  const PrepPlan plan = PrepPlan::from_json(message["plan"]);
+
+  // 4. This rank's shards.
+  std::vector<int64_t> mine;
+  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
+    if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
+  }
+  // Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
+  timing::RankTimeline identity;
+  identity.job = "prep";
+  identity.rank = session.rank();
+  identity.world_size = session.size();
+  identity.host = session.host();
+  identity.role = "prep";
+  identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", settings.threads},
+                       {"runtime.timeout_s", timeout_s}};
+  RankTiming rank_timing(session, config, std::move(identity));
+  settings.rank = session.rank();
+  settings.delay = rank_timing.delay();
+
+  ShardBuilder builder(listing, plan, settings, vocabulary);
+  builder.start(mine);
+  const double interval_s = config.number("prep.progress_interval_s");
+  int outcome = prep_ok;
+  try {
+    outcome = session.rank() == 0 ? coordinate(session, config, builder, plan, out_settings, vocabulary_json, started)
+                                  : follow(session, builder, interval_s, timeout_s);
+  } catch (const Error& error) {
+    rank_timing.write_failed(dir, error.what(), -1, json::object());
+    throw;
+  }
+  rank_timing.write_finished(dir, outcome == prep_ok ? "finished" : "failed", json::object(), tag_timeline);
+  return outcome;
+}
+
+namespace {
+
+// Rank 0 after the plan: results, then the cache's metadata, then the outcome for everyone.
+int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
+               const json& out_settings, const json& vocabulary_json, Clock::time_point started) {
+  const double timeout_s = config.number("runtime.timeout_s");
+  const double interval_s = config.number("prep.progress_interval_s");
+  const auto results = supervise(session, builder, interval_s, timeout_s);
+  int outcome = prep_ok;
+  for (const auto& r : results) {
+    if (!r["ok"].get<bool>()) {
+      logger()->error("rank {} ({}) failed: {}", r["rank"].get<int>(), r["host"].get<std::string>(),
+                      r["error"].get<std::string>());
+      outcome = prep_failed;
+    }
+  }
+  if (outcome == prep_ok) {
+    try {
+      outcome = finalize(config, plan, out_settings, vocabulary_json, results, seconds_since(started));
+    } catch (const std::exception& error) {
+      logger()->error("writing the cache's index and manifest failed: {}", error.what());
+      outcome = prep_failed;
+    }
+  } else {
+    logger()->error("no manifest was written; finished shards are kept and a rerun redoes the rest");
+  }
+  broadcast_string(session, std::to_string(outcome), tag_outcome, timeout_s, "the prep outcome");
+  return outcome;
+}
+
+}  // namespace
+
+}  // namespace sluice::runtime

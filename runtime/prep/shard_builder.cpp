@@ -1,0 +1,365 @@
+#include "runtime/prep/shard_builder.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cache/shard_reader.h"
+#include "common/log.h"
+#include "dataset/audio.h"
+#include "dataset/language.h"
+#include "dataset/phonemizer.h"
+#include "dataset/reject.h"
+#include "timing/span_recorder.h"
+
+namespace sluice::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t row) {
+  timing::Span span;
+  span.stage = stage;
+  span.start_ns = start_ns;
+  span.end_ns = end_ns;
+  span.step = row;
+  timing::SpanRecorder::global().record(span);
+}
+
+int64_t nanoseconds_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+// One corpus row, processed: either a sample to append or a reject to record.
+struct ItemResult {
+  std::optional<dataset::RejectReason> reject;
+  std::string detail;
+  std::string text;      // normalised
+  std::string language;
+  std::vector<float> mel;
+  int64_t n_frames = 0;
+  std::vector<int32_t> tokens;
+  double seconds = 0;
+};
+
+// A contiguous run of rows that ends in one shard file.
+struct ShardTask {
+  int64_t shard;
+  int64_t begin;  // first task index of this shard in the rank's task list
+  int64_t end;
+};
+
+}  // namespace
+
+struct ShardBuilder::State {
+  const dataset::CorpusListing& listing;
+  const PrepPlan& plan;
+  BuildSettings settings;
+  const dataset::Vocabulary& vocabulary;
+  dataset::MelExtractor mel;
+  dataset::TextNormalizer normalizer;
+  std::unique_ptr<dataset::Phonemizer> phonemizer;
+
+  BuildProgress progress;
+  BuildResult result;
+  Clock::time_point started;
+
+  // The rank's rows in write order, and the shards they form.
+  std::vector<int64_t> rows;
+  std::vector<ShardTask> shard_tasks;
+
+  // Reorder window between workers and the writer.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::optional<ItemResult>> slots;
+  int64_t next_task = 0;   // next row index a worker takes
+  int64_t written = 0;     // rows the writer has consumed
+  bool stopping = false;
+  std::exception_ptr error;
+
+  std::atomic<int64_t> decode_ns{0}, text_ns{0}, features_ns{0}, write_ns{0};
+  std::mutex unknown_mutex;
+  std::vector<std::thread> threads;
+  std::atomic<int> worker_ids{0};
+  std::atomic<bool> finished{false};
+  std::atomic<int> running{0};
+
+  State(const dataset::CorpusListing& listing_, const PrepPlan& plan_, BuildSettings settings_,
+        const dataset::Vocabulary& vocabulary_)
+      : listing(listing_), plan(plan_), settings(std::move(settings_)), vocabulary(vocabulary_),
+        mel(settings.mel), normalizer(settings.text) {
+    if (settings.tokenizer == "phonemes") phonemizer = std::make_unique<dataset::Phonemizer>();
+  }
+
+  size_t window() const { return slots.size(); }
+
+  void fail(std::exception_ptr failure) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!error) error = failure;
+    stopping = true;
+    changed.notify_all();
+  }
+
+  ItemResult process(int64_t row, dataset::UnknownCounts& unknown) {
+    const auto& item = listing.items[static_cast<size_t>(row)];
+    ItemResult out;
+    try {
+      if (item.reject) throw dataset::SampleRejected(*item.reject, item.reject_detail);
+      // The probed duration decides length rejects before any decoding is spent on them.
+      const double probed = plan.item_seconds[static_cast<size_t>(row)];
+      if (probed > 0 && probed < settings.min_seconds) {
+        throw dataset::SampleRejected(dataset::RejectReason::too_short,
+                                      std::to_string(probed) + " s < prep.min_seconds " +
+                                          std::to_string(settings.min_seconds));
+      }
+      if (probed > settings.max_seconds) {
+        throw dataset::SampleRejected(dataset::RejectReason::too_long,
+                                      std::to_string(probed) + " s > prep.max_seconds " +
+                                          std::to_string(settings.max_seconds));
+      }
+
+      auto start = Clock::now();
+      const int64_t decode_start_ns = timing::now_ns();
+      dataset::AudioLoadSeconds load;
+      std::vector<float> audio = dataset::load_audio(item.audio, settings.mel.sample_rate, &load);
+      settings.delay.apply(timing::Stage::decode, settings.rank, row);
+      decode_ns += nanoseconds_since(start);
+      record_span(timing::Stage::decode, decode_start_ns, decode_start_ns + static_cast<int64_t>(load.decode * 1e9), row);
+      if (load.resample > 0) {
+        const int64_t at = decode_start_ns + static_cast<int64_t>(load.decode * 1e9);
+        record_span(timing::Stage::resample, at, at + static_cast<int64_t>(load.resample * 1e9), row);
+      }
+      out.seconds = static_cast<double>(audio.size()) / settings.mel.sample_rate;
+      if (out.seconds < settings.min_seconds ||
+          static_cast<int64_t>(audio.size()) < mel.min_samples()) {
+        throw dataset::SampleRejected(dataset::RejectReason::too_short,
+                                      std::to_string(out.seconds) + " s after decoding");
+      }
+
+      start = Clock::now();
+      timing::ScopedSpan features_span(timing::Stage::features, row);
+      out.language = item.language.empty() ? dataset::detect_language(item.text) : item.language;
+      try {
+        out.text = normalizer.normalize(item.text, out.language);
+      } catch (const dataset::SampleRejected&) {
+        throw;
+      } catch (const DataError& bad_text) {
+        throw dataset::SampleRejected(dataset::RejectReason::invalid_text, bad_text.what());
+      }
+      if (out.text.empty()) {
+        throw dataset::SampleRejected(dataset::RejectReason::empty_text,
+                                      "no text is left after normalisation");
+      }
+      std::string symbols = out.text;
+      if (phonemizer) {
+        try {
+          symbols = phonemizer->phonemize(out.text, out.language);
+        } catch (const DataError& no_voice) {
+          throw dataset::SampleRejected(dataset::RejectReason::unsupported_language, no_voice.what());
+        }
+      }
+      out.tokens = vocabulary.encode(symbols, unknown);
+      text_ns += nanoseconds_since(start);
+
+      start = Clock::now();
+      mel.compute(audio.data(), static_cast<int64_t>(audio.size()), out.mel);
+      out.n_frames = mel.n_frames(static_cast<int64_t>(audio.size()));
+      settings.delay.apply(timing::Stage::features, settings.rank, row);
+      features_ns += nanoseconds_since(start);
+    } catch (const dataset::SampleRejected& rejected) {
+      out.reject = rejected.reason();
+      out.detail = rejected.detail();
+    }
+    return out;
+  }
+
+  void worker() {
+    timing::SpanRecorder::global().name_this_thread("worker " + std::to_string(worker_ids++));
+    dataset::UnknownCounts unknown;
+    try {
+      while (true) {
+        int64_t task = 0;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          changed.wait(lock, [&] {
+            return stopping || next_task >= static_cast<int64_t>(rows.size()) ||
+                   next_task < written + static_cast<int64_t>(window());
+          });
+          if (stopping || next_task >= static_cast<int64_t>(rows.size())) break;
+          task = next_task++;
+        }
+        ItemResult item = process(rows[static_cast<size_t>(task)], unknown);
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          slots[static_cast<size_t>(task) % window()] = std::move(item);
+        }
+        changed.notify_all();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(unknown_mutex);
+    for (const auto& [code_point, count] : unknown) result.unknown[code_point] += count;
+  }
+
+  std::string reject_line(int64_t row, int64_t shard, const ItemResult& item) const {
+    const auto& source = listing.items[static_cast<size_t>(row)];
+    nlohmann::json line = {{"id", source.id},
+                           {"source", source.source},
+                           {"audio", source.audio.string()},
+                           {"reason", dataset::to_string(*item.reject)},
+                           {"detail", item.detail},
+                           {"shard", shard}};
+    return line.dump();
+  }
+
+  void writer() {
+    timing::SpanRecorder::global().name_this_thread("writer");
+    try {
+      for (const auto& shard_task : shard_tasks) {
+        const auto path = settings.cache_dir / cache::shard_file_name(shard_task.shard);
+        cache::ShardWriter shard(path, static_cast<int>(shard_task.shard), settings.mel.n_mels,
+                                 plan.fingerprint, settings.writer);
+        ShardOutcome outcome{shard_task.shard, false, 0, 0};
+        for (int64_t task = shard_task.begin; task < shard_task.end; ++task) {
+          ItemResult item;
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            auto& slot = slots[static_cast<size_t>(task) % window()];
+            changed.wait(lock, [&] { return stopping || slot.has_value(); });
+            if (stopping) return;  // the shard's temp file is removed by ~ShardWriter
+            item = std::move(*slot);
+            slot.reset();
+            ++written;
+          }
+          changed.notify_all();
+
+          const int64_t row = rows[static_cast<size_t>(task)];
+          const auto start = Clock::now();
+          timing::ScopedSpan write_span(timing::Stage::write, row);
+          if (item.reject) {
+            shard.add_reject(reject_line(row, shard_task.shard, item));
+            ++outcome.rejects;
+            ++result.reject_reasons[dataset::to_string(*item.reject)];
+            ++progress.rejects;
+          } else {
+            const auto& source = listing.items[static_cast<size_t>(row)];
+            cache::ShardSample sample;
+            sample.id = source.id;
+            sample.text = item.text;
+            sample.language = item.language;
+            sample.speaker = source.speaker;
+            sample.mel = item.mel.data();
+            sample.n_frames = item.n_frames;
+            sample.tokens = item.tokens.data();
+            sample.n_tokens = static_cast<int64_t>(item.tokens.size());
+            sample.seconds = item.seconds;
+            shard.append(sample);
+            write_span.set_bytes(item.n_frames * settings.mel.n_mels * static_cast<int64_t>(sizeof(float)));
+            ++outcome.samples;
+            result.frames += item.n_frames;
+            result.audio_seconds += item.seconds;
+          }
+          settings.delay.apply(timing::Stage::write, settings.rank, row);
+          write_ns += nanoseconds_since(start);
+          ++progress.items;
+          progress.audio_ms += static_cast<int64_t>(plan.item_seconds[static_cast<size_t>(row)] * 1000);
+        }
+        const auto start = Clock::now();
+        timing::ScopedSpan commit_span(timing::Stage::write, -1);
+        shard.commit();
+        write_ns += nanoseconds_since(start);
+        result.samples += outcome.samples;
+        result.rejects += outcome.rejects;
+        result.shards.push_back(outcome);
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  void join() {
+    for (auto& thread : threads) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+};
+
+ShardBuilder::ShardBuilder(const dataset::CorpusListing& listing, const PrepPlan& plan,
+                           BuildSettings settings, const dataset::Vocabulary& vocabulary)
+    : state_(std::make_unique<State>(listing, plan, std::move(settings), vocabulary)) {}
+
+ShardBuilder::~ShardBuilder() {
+  if (!state_) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->changed.notify_all();
+  state_->join();
+}
+
+void ShardBuilder::start(const std::vector<int64_t>& shards) {
+  State& s = *state_;
+  s.started = Clock::now();
+  for (int64_t shard : shards) {
+    const int64_t begin = s.plan.shard_begin(shard), end = s.plan.shard_end(shard);
+    int64_t audio_ms = 0;
+    for (int64_t row = begin; row < end; ++row) {
+      audio_ms += static_cast<int64_t>(s.plan.item_seconds[static_cast<size_t>(row)] * 1000);
+    }
+    s.progress.total_items += end - begin;
+    s.progress.total_audio_ms += audio_ms;
+    const auto path = s.settings.cache_dir / cache::shard_file_name(shard);
+    if (cache::is_complete_shard(path, s.plan.fingerprint)) {
+      cache::ShardReader reader(path);
+      ShardOutcome kept{shard, true, reader.size(),
+                        static_cast<int64_t>(reader.read_columns().rejects.size())};
+      s.result.shards.push_back(kept);
+      s.progress.items += end - begin;
+      s.progress.audio_ms += audio_ms;
+      continue;
+    }
+    const int64_t first = static_cast<int64_t>(s.rows.size());
+    for (int64_t row = begin; row < end; ++row) s.rows.push_back(row);
+    s.shard_tasks.push_back({shard, first, static_cast<int64_t>(s.rows.size())});
+  }
+  const int workers = std::max(1, s.settings.threads);
+  // Enough finished items to keep every worker busy while the writer commits a shard.
+  s.slots.resize(static_cast<size_t>(4 * workers + 8));
+  if (s.rows.empty()) {
+    s.finished = true;
+    return;
+  }
+  s.running = workers + 1;
+  auto run = [&s](void (State::*body)()) {
+    return std::thread([&s, body] {
+      (s.*body)();
+      if (--s.running == 0) s.finished = true;
+    });
+  };
+  for (int i = 0; i < workers; ++i) s.threads.push_back(run(&State::worker));
+  s.threads.push_back(run(&State::writer));
+}
+
+bool ShardBuilder::done() const { return state_->finished.load(); }
+
+BuildResult ShardBuilder::finish() {
+  State& s = *state_;
+  s.join();
+  s.result.wall_seconds = std::chrono::duration<double>(Clock::now() - s.started).count();
+  s.result.stages.decode = static_cast<double>(s.decode_ns.load()) * 1e-9;
+  s.result.stages.text = static_cast<double>(s.text_ns.load()) * 1e-9;
+  s.result.stages.features = static_cast<double>(s.features_ns.load()) * 1e-9;
+  s.result.stages.write = static_cast<double>(s.write_ns.load()) * 1e-9;
+  s.result.error = s.error;
+  return std::move(s.result);
+}
+
+const BuildProgress& ShardBuilder::progress() const { return state_->progress; }
+
+}  // namespace sluice::runtime

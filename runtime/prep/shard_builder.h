@@ -1,0 +1,101 @@
+#pragma once
+// One rank's share of `sluice prep`: turns the corpus rows of its shards into shard files.
+//
+// Threads: `threads` decode/feature workers and one writer (HDF5 is serialised by a global lock,
+// so one thread does all HDF5 work while the workers decode, normalise, tokenize and compute
+// mels). Workers may run at most `window` items ahead of the writer, which bounds memory to
+// window finished items. The writer appends items in row order, so a shard's content never
+// depends on thread timing.
+//
+// The calling (main) thread only starts the builder, polls progress() and calls finish(); it is
+// free to do MPI meanwhile (MPI is used by the main thread only).
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/shard_writer.h"
+#include "dataset/corpus.h"
+#include "dataset/mel.h"
+#include "dataset/text_normalizer.h"
+#include "dataset/vocabulary.h"
+#include "runtime/prep/prep_plan.h"
+#include "timing/injected_delay.h"
+
+namespace sluice::runtime {
+
+struct BuildSettings {
+  dataset::MelConfig mel;
+  dataset::TextConfig text;
+  std::string tokenizer = "chars";  // chars | phonemes
+  double min_seconds = 0.0;
+  double max_seconds = 1e9;
+  std::filesystem::path cache_dir;
+  cache::ShardWriterOptions writer;
+  int threads = 1;
+  int rank = 0;                 // for injected delays
+  timing::InjectedDelay delay;  // debug.delay_*: off by default
+};
+
+// Live counters, written by the builder's threads and read by the main thread at any time.
+struct BuildProgress {
+  std::atomic<int64_t> items{0};      // rows finished (kept shards count at once)
+  std::atomic<int64_t> rejects{0};
+  std::atomic<int64_t> audio_ms{0};   // audio of finished rows, by the probed duration
+  std::atomic<int64_t> total_items{0};
+  std::atomic<int64_t> total_audio_ms{0};
+};
+
+// Where the rank's time went, summed over threads (seconds of thread time).
+struct StageSeconds {
+  double decode = 0;    // read + decode + downmix + resample
+  double text = 0;      // normalise + detect language + tokenize
+  double features = 0;  // log-mel
+  double write = 0;     // HDF5 appends and commits (writer thread)
+};
+
+struct ShardOutcome {
+  int64_t shard = 0;
+  bool kept = false;  // complete from an earlier run with the same fingerprint
+  int64_t samples = 0;
+  int64_t rejects = 0;
+};
+
+struct BuildResult {
+  std::vector<ShardOutcome> shards;
+  int64_t samples = 0;
+  int64_t rejects = 0;
+  int64_t frames = 0;
+  double audio_seconds = 0;  // of the samples written in this run
+  std::map<std::string, int64_t> reject_reasons;
+  dataset::UnknownCounts unknown;
+  StageSeconds stages;
+  double wall_seconds = 0;
+  std::exception_ptr error;  // set when the rank failed; no shard of it was left half written
+};
+
+class ShardBuilder {
+ public:
+  ShardBuilder(const dataset::CorpusListing& listing, const PrepPlan& plan, BuildSettings settings,
+               const dataset::Vocabulary& vocabulary);
+  ~ShardBuilder();  // stops and joins the threads if finish() was not called
+  ShardBuilder(const ShardBuilder&) = delete;
+  ShardBuilder& operator=(const ShardBuilder&) = delete;
+
+  // Keeps the shards that are already complete, starts the threads for the rest; returns at once.
+  void start(const std::vector<int64_t>& shards);
+  bool done() const;
+  // Waits for the threads and returns what happened; call once.
+  BuildResult finish();
+  const BuildProgress& progress() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,409 @@
+#include "runtime/train/batch_plan.h"
+
+#include "runtime/train/batch_buffer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include <xxhash.h>
+
+#include "cache/cache_reader.h"
+#include "common/error.h"
+#include "common/fingerprint.h"
+
+namespace sluice::runtime {
+namespace {
+
+[[noreturn]] void internal_error(const std::string& message) {
+  throw Error(ErrorKind::internal, "batch plan: " + message);
+}
+
+int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+int32_t round_up32(int32_t value, int multiple, const char* what) {
+  const int64_t rounded = round_up(value, multiple);
+  if (rounded > std::numeric_limits<int32_t>::max()) {
+    throw DataError(std::string("batch plan: a sample's ") + what + " (" + std::to_string(value) +
+                    ") rounded up to train.pad_multiple overflows int32");
+  }
+  return static_cast<int32_t>(rounded);
+}
+
+// splitmix64 (Steele, Lea, Flood 2014): turns (seed, epoch) into a well-mixed engine seed.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, n), n >= 1, by rejection: the accepted range [2^64 mod n, 2^64) holds a
+// multiple of n values, so `x % n` is unbiased. Written out because
+// std::uniform_int_distribution's algorithm differs between standard libraries.
+uint64_t uniform_below(std::mt19937_64& engine, uint64_t n) {
+  const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
+  uint64_t x = engine();
+  while (x < threshold) x = engine();
+  return x % n;
+}
+
+// Fisher-Yates (Durstenfeld): for i = n-1 .. 1, swap element i with a uniform j in [0, i].
+template <typename T>
+void shuffle(std::vector<T>& items, std::mt19937_64& engine) {
+  for (size_t i = items.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(uniform_below(engine, i));
+    std::swap(items[i - 1], items[j]);
+  }
+}
+
+void check_config(const BatchPlanConfig& config, int model_ranks) {
+  if (config.batch_size < 0) {
+    throw ConfigError("train.batch_size = " + std::to_string(config.batch_size) +
+                      " is negative: set it to the samples per batch (e.g. 16), or 0 with "
+                      "train.frame_budget");
+  }
+  if (config.frame_budget < 0) {
+    throw ConfigError("train.frame_budget = " + std::to_string(config.frame_budget) +
+                      " is negative: set it to the padded mel frames per batch, or 0 to use "
+                      "train.batch_size");
+  }
+  if (config.batch_size == 0 && config.frame_budget == 0) {
+    throw ConfigError("train.batch_size and train.frame_budget are both 0: set train.batch_size "
+                      "(samples per batch, e.g. 16) or train.frame_budget (padded mel frames per "
+                      "batch, e.g. 16000)");
+  }
+  if (config.pad_multiple < 1) {
+    throw ConfigError("train.pad_multiple = " + std::to_string(config.pad_multiple) +
+                      " must be at least 1 (1 pads to the longest sample exactly; 8 is the default)");
+  }
+  if (config.bucket_edges.empty() && config.n_buckets < 1) {
+    throw ConfigError("train.n_buckets = " + std::to_string(config.n_buckets) +
+                      " must be at least 1 when train.bucket_edges is empty (8 is the default)");
+  }
+  for (size_t i = 0; i < config.bucket_edges.size(); ++i) {
+    const int32_t edge = config.bucket_edges[i];
+    if (edge < 1 || (i > 0 && edge <= config.bucket_edges[i - 1])) {
+      std::string edges;
+      for (int32_t e : config.bucket_edges) edges += (edges.empty() ? "" : ", ") + std::to_string(e);
+      throw ConfigError("train.bucket_edges = [" + edges + "]: edge " + std::to_string(i) + " (" +
+                        std::to_string(edge) +
+                        ") is not above the one before; the edges are mel frame counts, positive "
+                        "and strictly increasing, e.g. [200, 400, 800]");
+    }
+  }
+  if (model_ranks < 1) {
+    throw ConfigError("batch plan for " + std::to_string(model_ranks) +
+                      " model ranks: the role plan needs at least one model rank (roles.*)");
+  }
+}
+
+// Quantile edges: the lengths below which 1/n, 2/n, ... of the samples fall, rounded up to
+// pad_multiple, without repeats, and below the longest sample (the last bucket is open).
+std::vector<int32_t> quantile_edges(std::vector<int32_t> frames, int n_buckets, int pad_multiple) {
+  std::sort(frames.begin(), frames.end());
+  const int64_t n = static_cast<int64_t>(frames.size());
+  std::vector<int32_t> edges;
+  for (int64_t b = 1; b < n_buckets; ++b) {
+    const int64_t at = std::max<int64_t>(0, b * n / n_buckets - 1);
+    const int32_t edge = round_up32(frames[static_cast<size_t>(at)], pad_multiple, "n_frames");
+    if (edge >= frames.back()) break;
+    if (edges.empty() || edge > edges.back()) edges.push_back(edge);
+  }
+  return edges;
+}
+
+struct Bucket {
+  std::vector<size_t> members;  // positions in the index-sorted samples, ascending
+  BucketShape shape;
+};
+
+void shape_bucket(Bucket& bucket, const std::vector<PlanSample>& samples,
+                  const BatchPlanConfig& config) {
+  int32_t longest = 0, shortest = std::numeric_limits<int32_t>::max(), tokens = 0;
+  for (size_t i : bucket.members) {
+    longest = std::max(longest, samples[i].n_frames);
+    shortest = std::min(shortest, samples[i].n_frames);
+    tokens = std::max(tokens, samples[i].n_tokens);
+  }
+  BucketShape& shape = bucket.shape;
+  shape.max_frames = round_up32(longest, config.pad_multiple, "n_frames");
+  shape.max_tokens = round_up32(tokens, config.pad_multiple, "n_tokens");
+  shape.shortest_frames = shortest;
+  shape.samples = static_cast<int64_t>(bucket.members.size());
+  if (config.frame_budget > 0) {
+    const int64_t fit = config.frame_budget / shape.max_frames;
+    shape.batch_size = static_cast<int32_t>(
+        std::clamp<int64_t>(fit, 1, std::numeric_limits<int32_t>::max()));
+  } else {
+    shape.batch_size = config.batch_size;
+  }
+}
+
+int64_t step_size(const Bucket& bucket, int model_ranks) {
+  return int64_t{bucket.shape.batch_size} * model_ranks;
+}
+
+// The buckets of the whole split: assigned by edges, empty ones removed, small ones merged
+// (see the header), shaped. Independent of the epoch.
+std::vector<Bucket> make_buckets(const std::vector<PlanSample>& samples,
+                                 const BatchPlanConfig& config, int model_ranks) {
+  std::vector<int32_t> edges = config.bucket_edges;
+  if (edges.empty()) {
+    std::vector<int32_t> frames(samples.size());
+    for (size_t i = 0; i < samples.size(); ++i) frames[i] = samples[i].n_frames;
+    edges = quantile_edges(std::move(frames), config.n_buckets, config.pad_multiple);
+  }
+  std::vector<Bucket> by_edge(edges.size() + 1);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto edge = std::lower_bound(edges.begin(), edges.end(), samples[i].n_frames);
+    by_edge[static_cast<size_t>(edge - edges.begin())].members.push_back(i);
+  }
+  std::vector<Bucket> buckets;
+  for (auto& bucket : by_edge) {
+    if (bucket.members.empty()) continue;
+    shape_bucket(bucket, samples, config);
+    buckets.push_back(std::move(bucket));
+  }
+
+  for (;;) {
+    const auto small = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
+      return b.shape.samples < step_size(b, model_ranks);
+    });
+    if (small == buckets.end() || buckets.size() == 1) break;
+    // Into the longer neighbour; the last bucket into the shorter one. Both member lists are
+    // ascending and disjoint, so a merge keeps them ascending.
+    const auto into = small + 1 == buckets.end() ? small - 1 : small + 1;
+    std::vector<size_t> members;
+    members.reserve(small->members.size() + into->members.size());
+    std::merge(small->members.begin(), small->members.end(), into->members.begin(),
+               into->members.end(), std::back_inserter(members));
+    into->members = std::move(members);
+    shape_bucket(*into, samples, config);
+    buckets.erase(small);
+  }
+
+  const Bucket& shortest = buckets.front();
+  if (config.frame_budget > 0 && config.frame_budget < shortest.shape.max_frames) {
+    throw ConfigError("train.frame_budget = " + std::to_string(config.frame_budget) +
+                      " is smaller than the shortest bucket's padded length (" +
+                      std::to_string(shortest.shape.max_frames) +
+                      " frames), so no batch would fit it: raise train.frame_budget to at least " +
+                      std::to_string(shortest.shape.max_frames) + " (typically 16 times that)");
+  }
+  if (buckets.size() == 1 && shortest.shape.samples < step_size(shortest, model_ranks)) {
+    const std::string size_key = config.frame_budget > 0 ? "train.frame_budget" : "train.batch_size";
+    throw ConfigError(std::to_string(shortest.shape.samples) +
+                      " training samples cannot fill one global step of " +
+                      std::to_string(model_ranks) + " model rank(s) x " +
+                      std::to_string(shortest.shape.batch_size) + " samples: lower " + size_key +
+                      ", use fewer model ranks, or train on more data");
+  }
+  return buckets;
+}
+
+std::string plan_fingerprint(const std::vector<PlanSample>& samples,
+                             const BatchPlanConfig& config, int model_ranks) {
+  Fingerprint fingerprint;
+  fingerprint.add("batch_plan_version", int64_t{1});
+  std::string edges;
+  for (int32_t edge : config.bucket_edges) edges += std::to_string(edge) + ",";
+  fingerprint.add("bucket_edges", edges).add("n_buckets", config.n_buckets);
+  fingerprint.add("batch_size", config.batch_size).add("frame_budget", config.frame_budget);
+  fingerprint.add("seed", static_cast<int64_t>(config.seed));
+  fingerprint.add("pad_multiple", config.pad_multiple).add("model_ranks", model_ranks);
+  fingerprint.add("samples", static_cast<int64_t>(samples.size()));
+  // One label for the whole table, as bytes (host order: ranks of one job share it); a
+  // field-by-field add would cost three hash calls per sample.
+  constexpr size_t kRow = 16;  // index int64, n_frames int32, n_tokens int32
+  std::string table(samples.size() * kRow, '\0');
+  for (size_t i = 0; i < samples.size(); ++i) {
+    char* at = &table[i * kRow];
+    std::memcpy(at, &samples[i].index, 8);
+    std::memcpy(at + 8, &samples[i].n_frames, 4);
+    std::memcpy(at + 12, &samples[i].n_tokens, 4);
+  }
+  fingerprint.add("lengths", table);
+  return fingerprint.hex();
+}
+
+}  // namespace
+
+bool operator==(const PlanPosition& a, const PlanPosition& b) {
+  return a.epoch == b.epoch && a.step == b.step;
+}
+bool operator!=(const PlanPosition& a, const PlanPosition& b) { return !(a == b); }
+
+BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                           int model_ranks, int64_t epoch) {
+  check_config(config, model_ranks);
+  if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
+
+  // Index order makes the plan independent of the caller's order.
+  std::vector<PlanSample> sorted = samples;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const PlanSample& a, const PlanSample& b) { return a.index < b.index; });
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i].n_frames < 1 || sorted[i].n_tokens < 0) {
+      throw DataError("batch plan: sample " + std::to_string(sorted[i].index) + " has " +
+                      std::to_string(sorted[i].n_frames) + " frames and " +
+                      std::to_string(sorted[i].n_tokens) +
+                      " tokens; the cache index is damaged: run `sluice cache verify`");
+    }
+    if (i > 0 && sorted[i].index == sorted[i - 1].index) {
+      throw DataError("batch plan: sample " + std::to_string(sorted[i].index) +
+                      " is listed twice in the training split");
+    }
+  }
+  if (sorted.empty()) {
+    throw ConfigError("the training split is empty: nothing to train on (check the cache and "
+                      "train.validation_fraction)");
+  }
+
+  std::vector<Bucket> buckets = make_buckets(sorted, config, model_ranks);
+
+  BatchPlan plan;
+  plan.epoch_ = epoch;
+  plan.model_ranks_ = model_ranks;
+  plan.frame_budget_ = config.frame_budget;
+  plan.fingerprint_ = plan_fingerprint(sorted, config, model_ranks);
+
+  std::mt19937_64 engine(splitmix64(splitmix64(config.seed) ^ static_cast<uint64_t>(epoch)));
+  struct Step {
+    int32_t bucket;
+    size_t begin;  // into order[bucket]
+  };
+  std::vector<std::vector<int64_t>> order(buckets.size());
+  std::vector<Step> steps;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    Bucket& bucket = buckets[b];
+    for (size_t i : bucket.members) order[b].push_back(sorted[i].index);
+    shuffle(order[b], engine);
+    const int64_t group = step_size(bucket, model_ranks);
+    bucket.shape.steps = bucket.shape.samples / group;
+    for (int64_t s = 0; s < bucket.shape.steps; ++s) {
+      steps.push_back({static_cast<int32_t>(b), static_cast<size_t>(s * group)});
+    }
+    const size_t used = static_cast<size_t>(bucket.shape.steps * group);
+    plan.dropped_.insert(plan.dropped_.end(), order[b].begin() + static_cast<ptrdiff_t>(used),
+                         order[b].end());
+    plan.buckets_.push_back(bucket.shape);
+  }
+  shuffle(steps, engine);
+  std::sort(plan.dropped_.begin(), plan.dropped_.end());
+
+  plan.step_bucket_.reserve(steps.size());
+  plan.batches_.reserve(steps.size() * static_cast<size_t>(model_ranks));
+  for (const Step& step : steps) {
+    plan.step_bucket_.push_back(step.bucket);
+    const auto& bucket_order = order[static_cast<size_t>(step.bucket)];
+    const size_t batch = static_cast<size_t>(buckets[static_cast<size_t>(step.bucket)].shape.batch_size);
+    for (int rank = 0; rank < model_ranks; ++rank) {
+      const auto first = bucket_order.begin() +
+                         static_cast<ptrdiff_t>(step.begin + static_cast<size_t>(rank) * batch);
+      plan.batches_.push_back({step.bucket, std::vector<int64_t>(first, first + static_cast<ptrdiff_t>(batch))});
+    }
+  }
+  return plan;
+}
+
+const PlannedBatch& BatchPlan::batch(int64_t step, int model_rank) const {
+  if (step < 0 || step >= steps() || model_rank < 0 || model_rank >= model_ranks_) {
+    internal_error("batch(step " + std::to_string(step) + ", model rank " +
+                   std::to_string(model_rank) + ") is outside the plan of epoch " +
+                   std::to_string(epoch_) + " (" + std::to_string(steps()) + " steps, " +
+                   std::to_string(model_ranks_) + " model ranks)");
+  }
+  return batches_[static_cast<size_t>(step) * static_cast<size_t>(model_ranks_) +
+                  static_cast<size_t>(model_rank)];
+}
+
+PlanPosition BatchPlan::next(PlanPosition at) const {
+  if (at.epoch < 0 || at.step < 0 || at.step >= steps()) {
+    internal_error("position (epoch " + std::to_string(at.epoch) + ", step " +
+                   std::to_string(at.step) + ") is outside a plan of " + std::to_string(steps()) +
+                   " steps per epoch");
+  }
+  if (at.step + 1 < steps()) return {at.epoch, at.step + 1};
+  return {at.epoch + 1, 0};
+}
+
+int64_t BatchPlan::global_step(PlanPosition at) const {
+  if (at.epoch < 0 || at.step < 0 || at.step > steps()) {
+    internal_error("position (epoch " + std::to_string(at.epoch) + ", step " +
+                   std::to_string(at.step) + ") is outside a plan of " + std::to_string(steps()) +
+                   " steps per epoch");
+  }
+  return at.epoch * steps() + at.step;
+}
+
+size_t BatchPlan::batch_bytes(const BucketShape& bucket, int n_mels) {
+  if (n_mels < 1) internal_error("n_mels " + std::to_string(n_mels) + " must be at least 1");
+  return BatchLayout::of(bucket, n_mels).total;  // one definition of a batch's bytes
+}
+
+size_t BatchPlan::max_batch_bytes(int n_mels) const {
+  size_t largest = 0;
+  for (const auto& bucket : buckets_) largest = std::max(largest, batch_bytes(bucket, n_mels));
+  return largest;
+}
+
+std::string BatchPlan::summary() const {
+  std::string out;
+  char line[200];
+  std::snprintf(line, sizeof line, "%6s %15s %8s %5s %9s %11s %13s\n", "bucket", "frames..F", "T",
+                "B", "samples", "steps/epoch", "dropped/epoch");
+  out += line;
+  int64_t total = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const BucketShape& s = buckets_[b];
+    const int64_t dropped = s.samples - s.steps * s.batch_size * model_ranks_;
+    total += s.samples;
+    const bool over_budget =
+        frame_budget_ > 0 && int64_t{s.batch_size} * s.max_frames > frame_budget_;
+    std::snprintf(line, sizeof line, "%6zu %7d..%-6d %8d %5d %9lld %11lld %13lld%s\n", b,
+                  s.shortest_frames, s.max_frames, s.max_tokens, s.batch_size,
+                  static_cast<long long>(s.samples), static_cast<long long>(s.steps),
+                  static_cast<long long>(dropped),
+                  over_budget ? "  (longer than train.frame_budget: B = 1)" : "");
+    out += line;
+  }
+  std::snprintf(line, sizeof line,
+                "%lld samples, %lld global steps per epoch for %d model rank(s), %lld dropped per "
+                "epoch (%.1f%%)\n",
+                static_cast<long long>(total), static_cast<long long>(steps()), model_ranks_,
+                static_cast<long long>(dropped_samples()),
+                total > 0 ? 100.0 * static_cast<double>(dropped_samples()) / static_cast<double>(total) : 0.0);
+  out += line;
+  return out;
+}
+
+bool is_validation(const std::string& id, double fraction, uint64_t seed) {
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw ConfigError("train.validation_fraction = " + std::to_string(fraction) +
+                      " must be between 0 and 1 (e.g. 0.02 for 2% of the samples)");
+  }
+  const uint64_t hash = XXH64(id.data(), id.size(), seed);
+  // The top 53 bits as a double in [0, 1): exact, so the threshold is the same everywhere.
+  const double u = static_cast<double>(hash >> 11) * 0x1.0p-53;
+  return u < fraction;
+}
+
+SplitSamples split_samples(const std::vector<cache::IndexEntry>& entries, double fraction,
+                           uint64_t seed) {
+  SplitSamples split;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& entry = entries[i];
+    const PlanSample sample{static_cast<int64_t>(i), entry.n_frames, entry.n_tokens};
+    (is_validation(entry.id, fraction, seed) ? split.validation : split.train).push_back(sample);
+  }
+  return split;
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,68 @@
+#include "runtime/train/finish_line.h"
+
+#include <thread>
+
+#include "common/error.h"
+
+namespace sluice::runtime {
+namespace {
+
+constexpr int alive_tag = 7330;
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+FinishLine::FinishLine(const MpiSession& session, double timeout_s, std::vector<int> watchers)
+    : session_(session), timeout_s_(timeout_s), watchers_(std::move(watchers)), last_sent_(Clock::now()) {}
+
+void FinishLine::still_working() {
+  if (watchers_.empty() ||
+      std::chrono::duration<double>(Clock::now() - last_sent_).count() < timeout_s_ / 4) {
+    return;
+  }
+  last_sent_ = Clock::now();
+  static const char alive = 1;  // never written: safe to leave to MPI after the request is freed
+  for (int watcher : watchers_) {
+    MPI_Request request;
+    check_mpi(MPI_Isend(&alive, 1, MPI_CHAR, watcher, alive_tag, session_.world(), &request), "MPI_Isend(alive)");
+    check_mpi(MPI_Request_free(&request), "MPI_Request_free(alive)");
+  }
+}
+
+void FinishLine::drain_alive_messages(Clock::time_point& last_heard) {
+  while (true) {
+    int arrived = 0;
+    MPI_Status status;
+    check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, alive_tag, session_.world(), &arrived, &status), "MPI_Iprobe(alive)");
+    if (!arrived) return;
+    char byte = 0;
+    check_mpi(MPI_Recv(&byte, 1, MPI_CHAR, status.MPI_SOURCE, alive_tag, session_.world(), MPI_STATUS_IGNORE),
+              "MPI_Recv(alive)");
+    last_heard = Clock::now();
+  }
+}
+
+void FinishLine::wait_for_everyone() {
+  if (session_.size() == 1) return;
+  MPI_Request barrier;
+  check_mpi(MPI_Ibarrier(session_.world(), &barrier), "MPI_Ibarrier");
+  auto last_heard = Clock::now();
+  while (true) {
+    int done = 0;
+    check_mpi(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)");
+    if (done) break;
+    drain_alive_messages(last_heard);
+    if (std::chrono::duration<double>(Clock::now() - last_heard).count() > timeout_s_) {
+      throw TransportError("the end of the run: not every rank arrived, and none of the ranks still working said so "
+                           "for " + std::to_string(timeout_s_) + " s (runtime.timeout_s); a rank died or hung "
+                           "after its part (the ranks' logs name it), or a final validation or checkpoint "
+                           "takes longer than runtime.timeout_s between signs of life");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // "Alive" messages that crossed the barrier are left unreceived; they are one byte each.
+  auto ignored = Clock::now();
+  drain_alive_messages(ignored);
+}
+
+}  // namespace sluice::runtime

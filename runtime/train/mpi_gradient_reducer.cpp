@@ -1,0 +1,101 @@
+#include "runtime/train/mpi_gradient_reducer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "common/mpi_session.h"
+#include "timing/span_recorder.h"
+
+namespace sluice::runtime {
+
+MpiGradientReducer::MpiGradientReducer(MPI_Comm model_comm, double timeout_s, std::string names)
+    : comm_(model_comm), timeout_s_(timeout_s), names_(std::move(names)) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+MpiGradientReducer::~MpiGradientReducer() {
+  // Requests left by an error: the job is ending; freeing them lets MPI_Finalize proceed.
+  for (auto& request : pending_) {
+    if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+  }
+}
+
+void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* what) {
+  const auto begin = std::chrono::steady_clock::now();
+  const Deadline deadline = deadline_after(timeout_s_);
+  while (!requests.empty()) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw TransportError(std::string("timed out after ") + std::to_string(timeout_s_) + " s in the " +
+                           what + " waiting for the other model rank(s): " + names_ +
+                           ". One of them died, hung, lost its network or is far behind (its log, or mpirun, "
+                           "names it)");
+    }
+    std::this_thread::yield();
+  }
+  requests.clear();
+  exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+void MpiGradientReducer::all_reduce_sum(float* data, size_t count) {
+  std::vector<MPI_Request> requests;
+  for (size_t offset = 0; offset < count;) {
+    // MPI counts are int: split reductions larger than 2^31 - 1 elements.
+    const size_t piece = std::min(count - offset, static_cast<size_t>(INT_MAX));
+    requests.emplace_back();
+    MPI_Iallreduce(MPI_IN_PLACE, data + offset, static_cast<int>(piece), MPI_FLOAT, MPI_SUM, comm_,
+                   &requests.back());
+    offset += piece;
+  }
+  wait(requests, "gradient all-reduce");
+}
+
+double MpiGradientReducer::measure_bandwidth(size_t floats, int repeats) {
+  std::vector<float> buffer(std::max<size_t>(1, floats), 1.0f);
+  const double exposed = exposed_seconds_;
+  double best = 1e300;
+  for (int i = 0; i < repeats; ++i) {
+    const auto begin = std::chrono::steady_clock::now();
+    all_reduce_sum(buffer.data(), buffer.size());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  }
+  exposed_seconds_ = exposed;
+  return static_cast<double>(buffer.size() * sizeof(float)) / best;
+}
+
+void MpiGradientReducer::start(int /*bucket_id*/, float* data, size_t count) {
+  // Buckets are started in the same order on every rank (the trainer's contract), which is what
+  // MPI requires of non-blocking collectives on one communicator.
+  if (first_start_ns_ < 0) first_start_ns_ = timing::now_ns();
+  pending_bytes_ += static_cast<int64_t>(count * sizeof(float));
+  pending_.emplace_back();
+  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &pending_.back());
+  // Open MPI progresses non-blocking collectives only inside MPI calls; testing here, once per
+  // bucket, moves the earlier buckets along while backward computes the next ones.
+  int done = 0;
+  MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
+}
+
+void MpiGradientReducer::wait_all() {
+  wait(pending_, "bucketed gradient all-reduce");
+  if (first_start_ns_ >= 0) {
+    auto& recorder = timing::SpanRecorder::global();
+    timing::Span span;
+    span.stage = timing::Stage::allreduce_overlapped;
+    span.start_ns = first_start_ns_;
+    span.end_ns = timing::now_ns();
+    span.bytes = pending_bytes_;
+    recorder.record_on(recorder.named_lane("allreduce"), span);
+  }
+  first_start_ns_ = -1;
+  pending_bytes_ = 0;
+}
+
+}  // namespace sluice::runtime
