@@ -76,11 +76,6 @@ void MpiSession::abort(int code) const {
   std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest.
 }
 
-Deadline deadline_after(double seconds) {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-             std::chrono::duration<double>(seconds));
-}
 
 void send_string(const MpiSession& session, int destination, int tag, const std::string& payload,
                  Deadline deadline, const std::string& what) {

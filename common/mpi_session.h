@@ -12,6 +12,8 @@
 
 #include <mpi.h>
 
+#include "common/clock.h"
+
 namespace sluice {
 
 class MpiSession {
@@ -52,8 +54,6 @@ class MpiSession {
 // MpiSession sets MPI_ERRORS_RETURN on the world communicator).
 void check_mpi(int code, const char* call);
 
-using Deadline = std::chrono::steady_clock::time_point;
-Deadline deadline_after(double seconds);
 
 // Sends `payload` to `destination`, waiting for the send to complete until `deadline`.
 void send_string(const MpiSession& session, int destination, int tag, const std::string& payload,

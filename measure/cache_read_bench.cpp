@@ -19,20 +19,17 @@
 #include "cache/cache_reader.h"
 #include "cache/shard_reader.h"
 #include "cache/shard_writer.h"
+#include "common/clock.h"
 
 namespace sluice::benchmark {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using sluice::cache::CacheReader;
 using Options = CacheReadOptions;
 
 namespace {
 
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());

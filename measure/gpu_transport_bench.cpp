@@ -14,6 +14,7 @@
 #endif
 
 #include "measure/transport_bench_support.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_session.h"
@@ -24,9 +25,7 @@
 namespace sluice::benchmark::detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // This file's one layer where CUDA and NCCL return codes become errors (the transports have their
 // own, private to runtime/transport). The message names the call, the device and file:line.

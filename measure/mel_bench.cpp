@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "dataset/audio.h"
 #include "dataset/mel.h"
 
@@ -80,9 +81,6 @@ std::vector<fs::path> audio_files(const std::vector<std::string>& inputs) {
   return files;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::string shell_quote(const std::string& text) {
   std::string quoted = "'";

@@ -12,6 +12,7 @@
 
 #include <mpi.h>
 
+#include "common/clock.h"
 #include "measure/transport_bench_support.h"
 #include "common/mpi_session.h"
 #include "runtime/transport/gpu_facts.h"
@@ -21,9 +22,7 @@
 namespace sluice::benchmark {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 }  // namespace
 

@@ -7,25 +7,19 @@
 #include <torch/cuda.h>
 
 #include "common/error.h"
+#include "common/splitmix64.h"
 
 namespace sluice::model {
 namespace {
 
-// splitmix64: a small counter-based generator, enough for mask positions and identical everywhere.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 class SampleDraws {
  public:
   SampleDraws(uint64_t seed, int64_t step, int64_t sample)
-      : state_(mix(mix(mix(seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(sample))) {}
+      : state_(splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(sample))) {}
   // Uniform in [0, n]; n >= 0.
   int32_t up_to(int32_t n) {
-    state_ = mix(state_);
+    state_ = splitmix64(state_);
     return static_cast<int32_t>(state_ % (static_cast<uint64_t>(n) + 1));
   }
 

@@ -19,27 +19,19 @@
 #include <torch/utils.h>
 #include <torch/version.h>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/file_util.h"
+#include "common/splitmix64.h"
 #include "model/acoustic_model.h"
 
 namespace sluice::model {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double seconds_between(Clock::time_point begin, Clock::time_point end) {
-  return std::chrono::duration<double>(end - begin).count();
-}
 
 constexpr const char* kCheckpointFormat = "sluice-model-checkpoint-1";
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Seed of micro-step `step` on `rank`; stream 1 is validation (its step is ignored).
 uint64_t derived_seed(uint64_t seed, int rank, int64_t step, uint64_t stream) {

@@ -14,6 +14,7 @@
 
 #include "cache/cache_index.h"
 #include "cache/shard_reader.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/file_util.h"
 #include "common/host.h"
@@ -32,15 +33,11 @@ namespace sluice::runtime {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 // Message tags of the prep protocol (see prep_job.h).
 enum Tag : int { tag_probe = 101, tag_plan, tag_heartbeat, tag_ping, tag_result, tag_outcome, tag_timeline };
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/shard_reader.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "dataset/audio.h"
 #include "dataset/language.h"
@@ -19,7 +20,6 @@
 namespace sluice::runtime {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t row) {
   timing::Span span;
@@ -30,9 +30,6 @@ void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t 
   timing::SpanRecorder::global().record(span);
 }
 
-int64_t nanoseconds_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
 
 // One corpus row, processed: either a sample to append or a reject to record.
 struct ItemResult {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "runtime/train/batch_buffer.h"
 #include "timing/span_recorder.h"
@@ -12,11 +13,7 @@
 namespace sluice::runtime {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 }  // namespace
 

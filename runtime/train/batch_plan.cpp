@@ -1,5 +1,6 @@
 #include "runtime/train/batch_plan.h"
 
+#include "common/splitmix64.h"
 #include "runtime/train/batch_buffer.h"
 
 #include <algorithm>
@@ -36,13 +37,6 @@ int32_t round_up32(int32_t value, int multiple, const char* what) {
   return static_cast<int32_t>(rounded);
 }
 
-// splitmix64 (Steele, Lea, Flood 2014): turns (seed, epoch) into a well-mixed engine seed.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [0, n), n >= 1, by rejection: the accepted range [2^64 mod n, 2^64) holds a
 // multiple of n values, so `x % n` is unbiased. Written out because

@@ -2,13 +2,13 @@
 
 #include <thread>
 
+#include "common/clock.h"
 #include "common/error.h"
 
 namespace sluice::runtime {
 namespace {
 
 constexpr int alive_tag = 7330;
-using Clock = std::chrono::steady_clock;
 
 }  // namespace
 

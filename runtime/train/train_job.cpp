@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_reader.h"
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/file_util.h"
 #include "common/host.h"
@@ -43,14 +44,10 @@ namespace sluice::runtime {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 model::OptimizerConfig optimizer_config(const config::Config& config) {
   model::OptimizerConfig optimizer;

@@ -10,13 +10,6 @@
 
 namespace sluice::transport::detail {
 
-Deadline deadline_after(double seconds) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 void check_options(const ChannelOptions& options, const char* transport, size_t max_slot_bytes) {
   const std::string where = std::string("feed channel \"") + options.name + "\" (" + transport + "): ";

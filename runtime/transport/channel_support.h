@@ -10,15 +10,15 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/clock.h"
 #include "runtime/transport/feed_channel.h"
 
 namespace sluice::transport::detail {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-Deadline deadline_after(double seconds);
-double seconds_since(Clock::time_point start);
+using sluice::Clock;
+using sluice::Deadline;
+using sluice::deadline_after;
+using sluice::seconds_since;
 
 // ConfigError naming the channel when slots, slot_bytes, timeout_s or channel_id are out of
 // range. `max_slot_bytes`: the transport's own limit.

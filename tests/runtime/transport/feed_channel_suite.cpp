@@ -10,19 +10,16 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/error.h"
 
 namespace sluice::transport::testing {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 constexpr double short_deadline_s = 1.0;
 constexpr double long_deadline_s = 20.0;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // The bytes of batch `sequence`: differ in every position and between batches.
 std::vector<uint8_t> pattern(uint64_t sequence, size_t bytes) {
