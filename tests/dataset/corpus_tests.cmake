@@ -1,3 +1,3 @@
 add_executable(test_corpus test_corpus.cpp)
 target_link_libraries(test_corpus PRIVATE sluice_dataset GTest::gtest_main sluice_warnings)
-gtest_discover_tests(test_corpus)
+gtest_discover_tests(test_corpus DISCOVERY_TIMEOUT 60)

@@ -3,4 +3,4 @@
 add_executable(test_text ${CMAKE_CURRENT_LIST_DIR}/test_text.cpp)
 target_link_libraries(test_text PRIVATE sluice_dataset GTest::gtest_main Threads::Threads
                                         sluice_warnings)
-gtest_discover_tests(test_text)
+gtest_discover_tests(test_text DISCOVERY_TIMEOUT 60)

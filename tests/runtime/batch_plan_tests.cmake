@@ -1,4 +1,4 @@
 # The batch plan of `sluice train` (runtime/batch_plan.*): pure, single-process tests.
 add_executable(test_batch_plan test_batch_plan.cpp)
 target_link_libraries(test_batch_plan PRIVATE sluice_train GTest::gtest_main sluice_warnings)
-gtest_discover_tests(test_batch_plan)
+gtest_discover_tests(test_batch_plan DISCOVERY_TIMEOUT 60)
