@@ -112,6 +112,15 @@ std::string check_existing_cache(const fs::path& dir, const std::string& fingerp
   return "";
 }
 
+// A send nobody will take any more (the job is past the exchange it served): cancelled and
+// released; a failure is logged, since the prep result is already decided.
+void cancel_request(MPI_Request& request, const char* what) {
+  const std::string cancel = std::string("MPI_Cancel(") + what + ")";
+  const std::string release = std::string("MPI_Request_free(") + what + ")";
+  check_mpi_or_warn(MPI_Cancel(&request), cancel.c_str());
+  check_mpi_or_warn(MPI_Request_free(&request), release.c_str());
+}
+
 json heartbeat(const BuildProgress& progress) {
   return {{"items", progress.items.load()},
           {"audio_ms", progress.audio_ms.load()},
@@ -203,13 +212,14 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, do
       for (int r = 1; r < size; ++r) {
         auto text = std::make_unique<std::string>("ping");
         MPI_Request request;
-        MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, r, tag_ping,
-                  session.world(), &request);
+        check_mpi(MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, r, tag_ping,
+                            session.world(), &request),
+                  "MPI_Isend(ping)");
         pings.emplace_back(request, std::move(text));
       }
       for (auto it = pings.begin(); it != pings.end();) {
         int done = 0;
-        MPI_Test(&it->first, &done, MPI_STATUS_IGNORE);
+        check_mpi(MPI_Test(&it->first, &done, MPI_STATUS_IGNORE), "MPI_Test(ping)");
         it = done ? pings.erase(it) : it + 1;
       }
     }
@@ -229,7 +239,7 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, do
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   line.finish();
-  for (auto& [request, text] : pings) MPI_Cancel(&request), MPI_Request_free(&request);
+  for (auto& ping : pings) cancel_request(ping.first, "ping");
   return results;
 }
 
@@ -253,11 +263,14 @@ int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, 
     drain_pings();
     if (seconds_since(last_beat) >= interval_s) {
       int done = 1;
-      if (beat_request != MPI_REQUEST_NULL) MPI_Test(&beat_request, &done, MPI_STATUS_IGNORE);
+      if (beat_request != MPI_REQUEST_NULL) {
+        check_mpi(MPI_Test(&beat_request, &done, MPI_STATUS_IGNORE), "MPI_Test(heartbeat)");
+      }
       if (done) {
         beat_text = heartbeat(builder.progress()).dump();
-        MPI_Isend(beat_text.data(), static_cast<int>(beat_text.size()), MPI_CHAR, 0, tag_heartbeat,
-                  session.world(), &beat_request);
+        check_mpi(MPI_Isend(beat_text.data(), static_cast<int>(beat_text.size()), MPI_CHAR, 0, tag_heartbeat,
+                            session.world(), &beat_request),
+                  "MPI_Isend(heartbeat)");
         last_beat = Clock::now();
       }
     }
@@ -271,7 +284,7 @@ int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, 
     std::string payload;
     int sender = -1;
     if (try_receive_string(session, tag_outcome, payload, sender)) {
-      if (beat_request != MPI_REQUEST_NULL) MPI_Cancel(&beat_request), MPI_Request_free(&beat_request);
+      if (beat_request != MPI_REQUEST_NULL) cancel_request(beat_request, "heartbeat");
       return std::stoi(payload);
     }
     drain_pings();
