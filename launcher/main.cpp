@@ -14,12 +14,13 @@
 #include "common/log.h"
 #include "common/mpi_session.h"
 #include "common/stop_signal.h"
+#include "commands/bench_command.h"
 #include "commands/cache_commands.h"
+#include "commands/doctor_command.h"
 #include "runtime/prep/prep_job.h"
 #include "runtime/settings.h"
 #include "runtime/train/train_job.h"
 #include "report/write_report.h"
-#include "commands/tuning_commands.h"
 
 namespace {
 
@@ -127,8 +128,9 @@ int main(int argc, char** argv) {
                          "is told by the timelines' job. Rules and thresholds: docs/report.md.\nExit codes: 0 written; "
                          "1 no timelines in DIR/timeline, or a malformed one (named).");
 
-  // `sluice doctor` and `sluice bench ...` (commands/tuning_commands.cpp).
-  sluice::TuningCommands tuning(app);
+  // `sluice doctor` and `sluice bench ...` (commands/).
+  sluice::DoctorCommand doctor(app);
+  sluice::BenchCommand bench(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -149,7 +151,7 @@ int main(int argc, char** argv) {
       std::cout << sluice::report::write_report(report_dir);
       return 0;
     }
-    if (const auto code = tuning.run_without_mpi()) return *code;
+    if (const auto code = bench.run_without_mpi()) return *code;
   } catch (const sluice::Error& error) {
     sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
     return error.kind() == sluice::ErrorKind::config ? exit_usage : 1;
@@ -160,7 +162,8 @@ int main(int argc, char** argv) {
   // ranks waiting on the same dead peer reach their own deadlines and say so too.
   double abort_grace_s = 1.0;
   try {
-    if (const auto code = tuning.run_with_mpi(session)) return *code;
+    if (const auto code = doctor.run(session)) return *code;
+    if (const auto code = bench.run_with_mpi(session)) return *code;
     if (*train) {
       sluice::install_stop_signal_handlers();
       auto settings = train_config.load();
