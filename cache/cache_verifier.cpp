@@ -361,8 +361,32 @@ class Verifier {
       return;
     }
     auto held = h5::lock();
-    const h5::Where where{path.string(), ""};
     h5::File file;
+    if (!open_index(m, path, file)) return;
+    if (!read_index_columns(file.id(), label)) return;
+    const IndexView& x = index_;
+    const size_t n = x.ids.size();
+    if (x.shard.size() != n || x.row.size() != n || x.n_frames.size() != n ||
+        x.n_tokens.size() != n || x.seconds.size() != n || x.language.size() != n ||
+        x.speaker.size() != n) {
+      fault(label, -1, "", "its columns differ in length");
+      return;
+    }
+    if (static_cast<int64_t>(n) != m.totals.samples) {
+      fault(label, -1, "",
+            "holds " + std::to_string(n) + " samples; the manifest says " +
+                std::to_string(m.totals.samples));
+    }
+    check_index_digest(file, path, label);
+    if (!group_index_rows(m, label)) return;
+    index_.ok = true;
+  }
+
+  // Opens index.h5 and checks its format and fingerprint; reads n_mels. False when it cannot be
+  // read.
+  bool open_index(const Manifest& m, const fs::path& path, h5::File& file) {
+    const std::string label = m.index;
+    const h5::Where where{path.string(), ""};
     try {
       file = h5::open_file(path.string());
       const std::string format = h5::read_string_attribute(file.id(), layout::attr_format, where);
@@ -382,11 +406,16 @@ class Verifier {
       index_.n_mels = h5::read_int_attribute(file.id(), layout::attr_n_mels, where);
     } catch (const CacheError& failure) {
       fault(label, -1, "", failure.what());
-      return;
+      return false;
     }
+    return true;
+  }
+
+  // Every column of index.h5 into index_ (each chunk's checksum verified). False when one could
+  // not be read whole.
+  bool read_index_columns(hid_t f, const std::string& label) {
     IndexView& x = index_;
     const Locator locate = row_locator(x.ids);
-    const hid_t f = file.id();
     bool ok = read_strings(f, label, layout::id, locate, x.ids).ok;
     auto keeper = [](auto& column) {
       using T = typename std::decay_t<decltype(column)>::value_type;
@@ -417,23 +446,16 @@ class Verifier {
     ok &= read_numeric<uint32_t>(f, label, layout::speaker, H5T_NATIVE_UINT32, H5T_INTEGER, locate,
                                  keeper(x.speaker))
               .ok;
-    if (!ok) return;
-    const size_t n = x.ids.size();
-    if (x.shard.size() != n || x.row.size() != n || x.n_frames.size() != n ||
-        x.n_tokens.size() != n || x.seconds.size() != n || x.language.size() != n ||
-        x.speaker.size() != n) {
-      fault(label, -1, "", "its columns differ in length");
-      return;
-    }
-    if (static_cast<int64_t>(n) != m.totals.samples) {
-      fault(label, -1, "",
-            "holds " + std::to_string(n) + " samples; the manifest says " +
-                std::to_string(m.totals.samples));
-    }
+    return ok;
+  }
+
+  // The ids' strings carry no HDF5 checksum; strings_xxh64 covers them.
+  void check_index_digest(const h5::File& file, const fs::path& path, const std::string& label) {
+    const h5::Where where{path.string(), ""};
     try {
       layout::StringsDigest digest;
-      digest.begin_column(layout::id, n);
-      for (const std::string& id : x.ids) digest.add(id);
+      digest.begin_column(layout::id, index_.ids.size());
+      for (const std::string& id : index_.ids) digest.add(id);
       const std::string stored =
           h5::read_string_attribute(file.id(), layout::attr_strings_xxh64, where);
       if (digest.hex() != stored) {
@@ -444,16 +466,23 @@ class Verifier {
     } catch (const CacheError& failure) {
       fault(label, -1, "", failure.what());
     }
-    for (size_t i = 0; i < n; ++i) {
+  }
+
+  // Rows in cache order with codes inside the manifest's lists, grouped by shard into
+  // rows_of_shard; every shard they point at is listed. False at the first row out of order or
+  // out of range.
+  bool group_index_rows(const Manifest& m, const std::string& label) {
+    IndexView& x = index_;
+    for (size_t i = 0; i < x.ids.size(); ++i) {
       if (i > 0 && (x.shard[i] < x.shard[i - 1] ||
                     (x.shard[i] == x.shard[i - 1] && x.row[i] <= x.row[i - 1]))) {
         fault(label, static_cast<int64_t>(i), x.ids[i], "not in cache order (shard, row)");
-        return;
+        return false;
       }
       if (x.language[i] >= m.languages.size() || x.speaker[i] >= m.speakers.size()) {
         fault(label, static_cast<int64_t>(i), x.ids[i],
               "language or speaker code outside the manifest's lists");
-        return;
+        return false;
       }
       x.rows_of_shard[x.shard[i]].push_back(i);
     }
@@ -466,7 +495,7 @@ class Verifier {
               "points at shard " + std::to_string(shard) + ", which the manifest does not list");
       }
     }
-    x.ok = true;
+    return true;
   }
 
   // One shard's attributes and columns as check_shard read them. Locators made while reading
@@ -816,37 +845,40 @@ class Verifier {
         return;
       }
     }
-    if (from_mel != nullptr) {
-      for (auto [name, values, expected] :
-           {std::tuple<const char*, const std::vector<double>*, const std::vector<double>*>{
-                layout::mel_sum, &stored.sum, &from_mel->sum},
-            {layout::mel_sum_sq, &stored.sum_sq, &from_mel->sum_sq}}) {
-        int64_t differing = 0, first = -1;
-        for (size_t b = 0; b < values->size(); ++b) {
-          // Same frames, same order, same double arithmetic as the writer: equal up to rounding.
-          if (std::fabs((*values)[b] - (*expected)[b]) >
-              1e-9 * std::max({1.0, std::fabs((*values)[b]), std::fabs((*expected)[b])})) {
-            if (first < 0) first = static_cast<int64_t>(b);
-            ++differing;
-          }
-        }
-        if (differing > 0) {
-          std::ostringstream problem;
-          problem << std::setprecision(17) << "/" << name << "[" << first << "] is "
-                  << (*values)[first] << " but the frames of /mel give " << (*expected)[first]
-                  << " (" << differing << " of " << values->size()
-                  << " bins differ): the stored sums do not describe this shard's frames; "
-                     "rebuild the shard with `sluice prep`";
-          fault(label, -1, "", problem.str());
-        }
-      }
-    }
+    if (from_mel != nullptr) compare_sums_with_frames(label, stored, *from_mel);
     try {
       if (!mel_sums_) mel_sums_ = MelSums(n_mels);
       mel_sums_->add(stored);
     } catch (const CacheError&) {
       // Shards of different n_mels: reported by the n_mels checks.
       mel_sums_usable_ = false;
+    }
+  }
+
+  // The stored sums must be those of the shard's /mel frames (summed while /mel was read).
+  void compare_sums_with_frames(const std::string& label, const MelSums& stored, const MelSums& from_mel) {
+    for (auto [name, values, expected] :
+         {std::tuple<const char*, const std::vector<double>*, const std::vector<double>*>{
+              layout::mel_sum, &stored.sum, &from_mel.sum},
+          {layout::mel_sum_sq, &stored.sum_sq, &from_mel.sum_sq}}) {
+      int64_t differing = 0, first = -1;
+      for (size_t b = 0; b < values->size(); ++b) {
+        // Same frames, same order, same double arithmetic as the writer: equal up to rounding.
+        if (std::fabs((*values)[b] - (*expected)[b]) >
+            1e-9 * std::max({1.0, std::fabs((*values)[b]), std::fabs((*expected)[b])})) {
+          if (first < 0) first = static_cast<int64_t>(b);
+          ++differing;
+        }
+      }
+      if (differing > 0) {
+        std::ostringstream problem;
+        problem << std::setprecision(17) << "/" << name << "[" << first << "] is "
+                << (*values)[first] << " but the frames of /mel give " << (*expected)[first]
+                << " (" << differing << " of " << values->size()
+                << " bins differ): the stored sums do not describe this shard's frames; "
+                   "rebuild the shard with `sluice prep`";
+        fault(label, -1, "", problem.str());
+      }
     }
   }
 
