@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -392,24 +393,19 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
 int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
                const json& out_settings, const json& vocabulary_json, Clock::time_point started);
 
-}  // namespace
-
-int run_prep(const MpiSession& session, const config::Config& config) {
-  const auto started = Clock::now();
-  const double timeout_s = config.number("runtime.timeout_s");
-  check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
-  const fs::path dir = config.string("cache.dir");
+// The shard builder's settings from the config; threads default to the cores this rank may use
+// (when ranks share a node unbound, a share of them).
+BuildSettings build_settings(const MpiSession& session, const config::Config& config) {
   BuildSettings settings;
   settings.mel = mel_config(config);
   settings.text = text_config(config);
   settings.tokenizer = config.string("text.tokenizer");
   settings.min_seconds = config.number("prep.min_seconds");
   settings.max_seconds = config.number("prep.max_seconds");
-  settings.cache_dir = dir;
+  settings.cache_dir = config.string("cache.dir");
   settings.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
   settings.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));
   const int64_t threads = config.integer("prep.threads");
-  // Default: the cores this rank may use; when ranks share a node unbound, a share of them.
   const int cores = usable_cores();
   const int share = cores >= static_cast<int>(std::thread::hardware_concurrency()) ? cores / session.local_size() : cores;
   settings.threads = threads > 0 ? static_cast<int>(threads) : std::max(1, share);
@@ -421,26 +417,15 @@ int run_prep(const MpiSession& session, const config::Config& config) {
     throw ConfigError("prep.min_seconds (" + std::to_string(settings.min_seconds) +
                       ") must be below prep.max_seconds (" + std::to_string(settings.max_seconds) + ")");
   }
+  return settings;
+}
 
-  const dataset::Vocabulary vocabulary = settings.tokenizer == "phonemes"
-                                             ? dataset::Vocabulary::builtin_phonemes()
-                                             : dataset::Vocabulary::builtin_characters();
-  const json vocabulary_json = vocabulary.to_json();
-  json out_settings = output_settings(config);
-  if (settings.tokenizer == "phonemes") {
-    // Phoneme strings change with espeak-ng's version and data: a new espeak is a new cache.
-    out_settings["text"]["phonemizer"] = dataset::Phonemizer().engine_version();
-  }
-
-  // 1. The listing: every rank reads it; it is deterministic.
-  const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
-  if (session.rank() == 0) {
-    logger()->info("corpus {} ({}): {} rows; {} rank(s) x {} thread(s)", listing.listing_file.string(),
-                   listing.format, listing.items.size(), session.size(), settings.threads);
-    fs::create_directories(dir);
-  }
-
-  // 2-3. Probe, plan, broadcast.
+// Steps 2-3: every rank probes its share of the audio headers; rank 0 plans the shards (or
+// refuses an existing cache made from other inputs) and broadcasts the plan. nullopt: refused.
+std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::Config& config,
+                                      const dataset::CorpusListing& listing, const json& out_settings,
+                                      const json& vocabulary_json, double timeout_s) {
+  const fs::path dir = config.string("cache.dir");
   const auto shares = gather_strings(session, probe_share(listing, session.rank(), session.size()).dump(),
                                      tag_probe, timeout_s, "audio header probes");
   std::string plan_text;
@@ -463,25 +448,63 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   const json message = json::parse(broadcast_string(session, plan_text, tag_plan, timeout_s, "the prep plan"));
   if (message.contains("refuse")) {
     if (session.rank() == 0) logger()->error("{}", message["refuse"].get<std::string>());
-    return prep_refused;
+    return std::nullopt;
   }
-  const PrepPlan plan = PrepPlan::from_json(message["plan"]);
+  return PrepPlan::from_json(message["plan"]);
+}
 
-  // 4. This rank's shards.
-  std::vector<int64_t> mine;
-  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
-    if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
-  }
-  // Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
+// Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
+timing::RankTimeline prep_timeline(const MpiSession& session, const config::Config& config, int threads,
+                                   double timeout_s) {
   timing::RankTimeline identity;
   identity.job = "prep";
   identity.rank = session.rank();
   identity.world_size = session.size();
   identity.host = session.host();
   identity.role = "prep";
-  identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", settings.threads},
+  identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", threads},
                        {"runtime.timeout_s", timeout_s}};
-  RankTiming rank_timing(session, config, std::move(identity));
+  return identity;
+}
+
+}  // namespace
+
+int run_prep(const MpiSession& session, const config::Config& config) {
+  const auto started = Clock::now();
+  const double timeout_s = config.number("runtime.timeout_s");
+  check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
+  const fs::path dir = config.string("cache.dir");
+  BuildSettings settings = build_settings(session, config);
+
+  const dataset::Vocabulary vocabulary = settings.tokenizer == "phonemes"
+                                             ? dataset::Vocabulary::builtin_phonemes()
+                                             : dataset::Vocabulary::builtin_characters();
+  const json vocabulary_json = vocabulary.to_json();
+  json out_settings = output_settings(config);
+  if (settings.tokenizer == "phonemes") {
+    // Phoneme strings change with espeak-ng's version and data: a new espeak is a new cache.
+    out_settings["text"]["phonemizer"] = dataset::Phonemizer().engine_version();
+  }
+
+  // 1. The listing: every rank reads it; it is deterministic.
+  const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+  if (session.rank() == 0) {
+    logger()->info("corpus {} ({}): {} rows; {} rank(s) x {} thread(s)", listing.listing_file.string(),
+                   listing.format, listing.items.size(), session.size(), settings.threads);
+    fs::create_directories(dir);
+  }
+
+  // 2-3. Probe, plan, broadcast.
+  const std::optional<PrepPlan> agreed = agree_on_plan(session, config, listing, out_settings, vocabulary_json, timeout_s);
+  if (!agreed) return prep_refused;
+  const PrepPlan& plan = *agreed;
+
+  // 4. This rank's shards.
+  std::vector<int64_t> mine;
+  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
+    if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
+  }
+  RankTiming rank_timing(session, config, prep_timeline(session, config, settings.threads, timeout_s));
   settings.rank = session.rank();
   settings.delay = rank_timing.delay();
 
