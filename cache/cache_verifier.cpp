@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "cache/cache_index.h"
 #include "cache/durable_file.h"
 #include "cache/hdf5_handle.h"
 #include "cache/manifest.h"
@@ -78,16 +79,9 @@ class Verifier {
   }
 
  private:
-  // index.h5 rows of each shard, in index order; filled by check_index.
-  struct IndexView {
-    bool ok = false;
-    int64_t n_mels = 0;
-    std::vector<std::string> ids;
-    std::vector<uint32_t> shard, row;
-    std::vector<int32_t> n_frames, n_tokens;
-    std::vector<float> seconds;
-    std::vector<uint16_t> language;
-    std::vector<uint32_t> speaker;
+  // index.h5's columns as check_index read them, and its rows of each shard in index order.
+  struct IndexView : IndexColumns {
+    bool ok = false;  // read whole and consistent: the shards are checked against it
     std::map<uint32_t, std::vector<size_t>> rows_of_shard;
   };
 
