@@ -120,15 +120,10 @@ std::string describe_device(const MpiSession& session, const transport::GpuEnvir
 
 double gbs(size_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
-}  // namespace
-
-void run_gpu_table(const MpiSession& session, const TransportBenchOptions& settings, int& channel_id) {
-  const transport::GpuEnvironment env = transport::gpu_environment();
-  const int device = session.local_rank() % static_cast<int>(env.gpus.size());
-  SLUICE_CUDA_CHECK(cudaSetDevice(device));
-  const bool two_ranks = session.size() == 2;
-  const bool nccl = SLUICE_HAVE_NCCL != 0;
-
+// Which device each rank measures on, the versions, and the column heads (rank 0 prints; with
+// two ranks both take part in gathering the devices).
+void print_gpu_table_header(const MpiSession& session, const transport::GpuEnvironment& env, int device,
+                            bool two_ranks, bool nccl) {
   std::vector<std::string> devices{describe_device(session, env, device)};
   if (two_ranks) devices = gather_strings(session, devices[0], 0x2e02, 120, "the ranks' CUDA devices");
   if (session.rank() == 0) {
@@ -145,6 +140,40 @@ void run_gpu_table(const MpiSession& session, const TransportBenchOptions& setti
                 "nccl_self_us", "GB/s", "nccl_us", "GB/s", "ratio", "cuda_ipc_us", "GB/s", "ratio");
     std::fflush(stdout);
   }
+}
+
+// One row: each column's time per batch and GB/s, and the ratios to the device's own copies.
+void print_gpu_row(size_t bytes, int n, double d2d_s, double self_s, double nccl_s, double ipc_s, bool nccl,
+                   bool two_ranks) {
+  const double d2d_gbs = gbs(bytes, d2d_s);
+  std::printf(" %9s %6d  %9.1f %7.1f", human(bytes).c_str(), n, d2d_s * 1e6, d2d_gbs);
+  if (nccl) {
+    const double self_gbs = gbs(bytes, self_s);
+    const double nccl_gbs = gbs(bytes, nccl_s);
+    std::printf("  %12.1f %7.1f  %9.1f %7.1f %6.2f", self_s * 1e6, self_gbs, nccl_s * 1e6, nccl_gbs,
+                nccl_gbs / self_gbs);
+  } else {
+    std::printf("  %12s %7s  %9s %7s %6s", "-", "-", "-", "-", "-");
+  }
+  if (two_ranks) {
+    const double ipc_gbs = gbs(bytes, ipc_s);
+    std::printf("  %11.1f %7.1f %6.2f\n", ipc_s * 1e6, ipc_gbs, ipc_gbs / d2d_gbs);
+  } else {
+    std::printf("  %11s %7s %6s\n", "-", "-", "-");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void run_gpu_table(const MpiSession& session, const TransportBenchOptions& settings, int& channel_id) {
+  const transport::GpuEnvironment env = transport::gpu_environment();
+  const int device = session.local_rank() % static_cast<int>(env.gpus.size());
+  SLUICE_CUDA_CHECK(cudaSetDevice(device));
+  const bool two_ranks = session.size() == 2;
+  const bool nccl = SLUICE_HAVE_NCCL != 0;
+
+  print_gpu_table_header(session, env, device, two_ranks, nccl);
 
   // Rank 0's device buffers and stream, and its one-rank communicator (made once: NCCL's set-up
   // takes far longer than a measurement).
@@ -194,23 +223,7 @@ void run_gpu_table(const MpiSession& session, const TransportBenchOptions& setti
                      source ? source->get() : nullptr, bytes, n, 0x2c01));
     }
     if (session.rank() != 0) continue;
-    const double d2d_gbs = gbs(bytes, d2d_s);
-    std::printf(" %9s %6d  %9.1f %7.1f", human(bytes).c_str(), n, d2d_s * 1e6, d2d_gbs);
-    if (nccl) {
-      const double self_gbs = gbs(bytes, self_s);
-      const double nccl_gbs = gbs(bytes, nccl_s);
-      std::printf("  %12.1f %7.1f  %9.1f %7.1f %6.2f", self_s * 1e6, self_gbs, nccl_s * 1e6, nccl_gbs,
-                  nccl_gbs / self_gbs);
-    } else {
-      std::printf("  %12s %7s  %9s %7s %6s", "-", "-", "-", "-", "-");
-    }
-    if (two_ranks) {
-      const double ipc_gbs = gbs(bytes, ipc_s);
-      std::printf("  %11.1f %7.1f %6.2f\n", ipc_s * 1e6, ipc_gbs, ipc_gbs / d2d_gbs);
-    } else {
-      std::printf("  %11s %7s %6s\n", "-", "-", "-");
-    }
-    std::fflush(stdout);
+    print_gpu_row(bytes, n, d2d_s, self_s, nccl_s, ipc_s, nccl, two_ranks);
   }
 }
 
