@@ -167,9 +167,14 @@ void check_model_gpus(const RolePlanRequest& request, size_t nodes, const RolePl
   const auto model = plan.model_ranks();
   for (size_t node = 0; node < nodes; ++node) {
     int model_here = 0;
-    for (int m : model) model_here += plan.ranks[static_cast<size_t>(m)].node == static_cast<int>(node) ? 1 : 0;
+    std::string host;
+    for (int m : model) {
+      if (plan.at(m).node != static_cast<int>(node)) continue;
+      ++model_here;
+      host = plan.at(m).host;
+    }
     if (model_here > request.gpus_per_node) {
-      throw ConfigError("node " + plan.ranks[static_cast<size_t>(model.front())].host + " has " +
+      throw ConfigError("node " + host + " has " +
                         std::to_string(model_here) + " model ranks but " + std::to_string(request.gpus_per_node) +
                         " GPU(s): start fewer ranks per node or raise roles.data_per_node");
     }
