@@ -74,56 +74,22 @@ std::vector<fs::path> list_shard_files(const fs::path& dir) {
   return files;
 }
 
-IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard_files) {
-  IndexSummary summary;
-  IndexColumns index;
-  std::vector<std::string> languages, speakers;
-  std::unordered_map<std::string, std::pair<int64_t, int64_t>> seen_ids;  // id -> (shard, row)
-  int64_t previous_number = -1;
-  const fs::path index_path = dir / summary.index_file;
-  MelSums mel_sums;
-  std::vector<std::string> shards_without_sums;
+namespace {
 
-  for (const fs::path& file : shard_files) {
-    const int64_t number = parse_shard_file_name(file);
-    if (number < 0) {
-      throw CacheError("write_index: " + file.string() +
-                       " is not a shard file name "
-                       "(shard-NNNNN.h5)");
-    }
-    if (fs::weakly_canonical(file.parent_path()) != fs::weakly_canonical(dir)) {
-      throw CacheError("write_index: " + file.string() + " is not in the cache directory " +
-                       dir.string());
-    }
-    if (number <= previous_number) {
-      throw CacheError("write_index: shard files must be given in ascending shard number; " +
-                       file.filename().string() + " comes after shard " +
-                       std::to_string(previous_number));
-    }
-    previous_number = number;
+// What write_index gathers from the shards, one shard at a time in ascending shard order: the
+// manifest's entries and totals, the index's rows, and the per-bin mel sums.
+class IndexGatherer {
+ public:
+  explicit IndexGatherer(fs::path dir) : dir_(std::move(dir)) {}
 
+  void add(const fs::path& file) {
+    const int64_t number = check_name(file);
     ShardReader reader(file);
-    const ShardInfo& info = reader.info();
-    if (info.shard != number) {
-      throw CacheError(file.string() + " holds shard " + std::to_string(info.shard) +
-                       " under the name of shard " + std::to_string(number) +
-                       "; the file was renamed or copied: rebuild it with `sluice prep`");
-    }
-    if (summary.shards.empty()) {
-      summary.fingerprint = info.fingerprint;
-      summary.n_mels = info.n_mels;
-      mel_sums = MelSums(info.n_mels);
-    } else if (info.fingerprint != summary.fingerprint || info.n_mels != summary.n_mels) {
-      throw CacheError(file.string() + " was made with other settings (fingerprint " +
-                       info.fingerprint + ", n_mels " + std::to_string(info.n_mels) + ") than " +
-                       summary.shards.front().file + " (fingerprint " + summary.fingerprint +
-                       ", n_mels " + std::to_string(summary.n_mels) +
-                       "): the cache mixes two prep runs; delete it and run `sluice prep` again");
-    }
+    check_settings(reader.info(), number, file);
     if (std::optional<MelSums> sums = reader.read_mel_sums()) {
-      mel_sums.add(*sums);
+      mel_sums_.add(*sums);
     } else {
-      shards_without_sums.push_back(file.filename().string());
+      shards_without_sums_.push_back(file.filename().string());
     }
     ShardColumns columns = reader.read_columns();
     ManifestShard stats;
@@ -133,84 +99,154 @@ IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard
     stats.frames = reader.mel_offsets().back();
     stats.tokens = reader.token_offsets().back();
     stats.rejects = static_cast<int64_t>(columns.rejects.size());
-    for (auto& line : columns.rejects) summary.reject_lines.push_back(std::move(line));
+    for (auto& line : columns.rejects) summary_.reject_lines.push_back(std::move(line));
     for (double seconds : columns.seconds) stats.seconds += seconds;
     stats.bytes = static_cast<int64_t>(fs::file_size(file));
-    for (int64_t row = 0; row < reader.size(); ++row) {
+    add_rows(columns, stats);
+    summary_.totals.samples += stats.samples;
+    summary_.totals.frames += stats.frames;
+    summary_.totals.tokens += stats.tokens;
+    summary_.totals.rejects += stats.rejects;
+    summary_.totals.seconds += stats.seconds;
+    summary_.shards.push_back(stats);
+  }
+
+  // The summary, with the mel statistics (when every shard has sums) and the languages and
+  // speakers encoded into `index`'s codes.
+  IndexSummary finish() {
+    if (summary_.shards.empty()) {
+      throw CacheError("write_index: no shard files given for " + dir_.string() + "; did the prep job write any?");
+    }
+    if (shards_without_sums_.empty()) {
+      summary_.mel_statistics = mel_sums_.statistics();
+    } else {
+      log::get("cache")->warn(
+          "{} of {} shards ({}{}) have no /mel_sum, /mel_sum_sq (written before per-bin mel "
+          "statistics): the manifest gets no mel_statistics; re-running `sluice prep` rewrites "
+          "such shards",
+          shards_without_sums_.size(), summary_.shards.size(), shards_without_sums_.front(),
+          shards_without_sums_.size() > 1 ? ", ..." : "");
+    }
+    summary_.languages = encode(languages_, index_.language, "language");
+    summary_.speakers = encode(speakers_, index_.speaker, "speaker");
+    return std::move(summary_);
+  }
+
+  const IndexColumns& index() const { return index_; }
+
+ private:
+  // The shard number of `file`: a shard file name, in the cache directory, after the last one.
+  int64_t check_name(const fs::path& file) {
+    const int64_t number = parse_shard_file_name(file);
+    if (number < 0) {
+      throw CacheError("write_index: " + file.string() +
+                       " is not a shard file name "
+                       "(shard-NNNNN.h5)");
+    }
+    if (fs::weakly_canonical(file.parent_path()) != fs::weakly_canonical(dir_)) {
+      throw CacheError("write_index: " + file.string() + " is not in the cache directory " + dir_.string());
+    }
+    if (number <= previous_number_) {
+      throw CacheError("write_index: shard files must be given in ascending shard number; " +
+                       file.filename().string() + " comes after shard " + std::to_string(previous_number_));
+    }
+    previous_number_ = number;
+    return number;
+  }
+
+  // The shard is the one its name says, made by the same prep run as the first shard.
+  void check_settings(const ShardInfo& info, int64_t number, const fs::path& file) {
+    if (info.shard != number) {
+      throw CacheError(file.string() + " holds shard " + std::to_string(info.shard) + " under the name of shard " +
+                       std::to_string(number) + "; the file was renamed or copied: rebuild it with `sluice prep`");
+    }
+    if (summary_.shards.empty()) {
+      summary_.fingerprint = info.fingerprint;
+      summary_.n_mels = info.n_mels;
+      mel_sums_ = MelSums(info.n_mels);
+    } else if (info.fingerprint != summary_.fingerprint || info.n_mels != summary_.n_mels) {
+      throw CacheError(file.string() + " was made with other settings (fingerprint " + info.fingerprint +
+                       ", n_mels " + std::to_string(info.n_mels) + ") than " + summary_.shards.front().file +
+                       " (fingerprint " + summary_.fingerprint + ", n_mels " + std::to_string(summary_.n_mels) +
+                       "): the cache mixes two prep runs; delete it and run `sluice prep` again");
+    }
+  }
+
+  // One index row per sample of the shard; ids must be unique across the cache.
+  void add_rows(ShardColumns& columns, const ManifestShard& stats) {
+    for (int64_t row = 0; row < stats.samples; ++row) {
       const size_t r = static_cast<size_t>(row);
-      auto [it, inserted] = seen_ids.emplace(columns.ids[r], std::make_pair(number, row));
+      auto [it, inserted] = seen_ids_.emplace(columns.ids[r], std::make_pair(stats.shard, row));
       if (!inserted) {
-        throw CacheError("sample id '" + columns.ids[r] +
-                         "' appears twice: " + shard_file_name(it->second.first) + " row " +
-                         std::to_string(it->second.second) + " and " + stats.file + " row " +
+        throw CacheError("sample id '" + columns.ids[r] + "' appears twice: " + shard_file_name(it->second.first) +
+                         " row " + std::to_string(it->second.second) + " and " + stats.file + " row " +
                          std::to_string(row) +
                          "; ids must be unique: fix the corpus and rerun "
                          "`sluice prep`");
       }
-      index.ids.push_back(columns.ids[r]);
-      index.shard.push_back(static_cast<uint32_t>(number));
-      index.row.push_back(static_cast<uint32_t>(row));
-      index.n_frames.push_back(columns.n_frames[r]);
-      index.n_tokens.push_back(columns.n_tokens[r]);
-      index.seconds.push_back(static_cast<float>(columns.seconds[r]));
-      languages.push_back(std::move(columns.languages[r]));
-      speakers.push_back(std::move(columns.speakers[r]));
+      index_.ids.push_back(columns.ids[r]);
+      index_.shard.push_back(static_cast<uint32_t>(stats.shard));
+      index_.row.push_back(static_cast<uint32_t>(row));
+      index_.n_frames.push_back(columns.n_frames[r]);
+      index_.n_tokens.push_back(columns.n_tokens[r]);
+      index_.seconds.push_back(static_cast<float>(columns.seconds[r]));
+      languages_.push_back(std::move(columns.languages[r]));
+      speakers_.push_back(std::move(columns.speakers[r]));
     }
-    summary.totals.samples += stats.samples;
-    summary.totals.frames += stats.frames;
-    summary.totals.tokens += stats.tokens;
-    summary.totals.rejects += stats.rejects;
-    summary.totals.seconds += stats.seconds;
-    summary.shards.push_back(stats);
   }
-  if (summary.shards.empty()) {
-    throw CacheError("write_index: no shard files given for " + dir.string() +
-                     "; did the prep job write any?");
-  }
-  if (shards_without_sums.empty()) {
-    summary.mel_statistics = mel_sums.statistics();
-  } else {
-    log::get("cache")->warn(
-        "{} of {} shards ({}{}) have no /mel_sum, /mel_sum_sq (written before per-bin mel "
-        "statistics): the manifest gets no mel_statistics; re-running `sluice prep` rewrites "
-        "such shards",
-        shards_without_sums.size(), summary.shards.size(), shards_without_sums.front(),
-        shards_without_sums.size() > 1 ? ", ..." : "");
-  }
-  summary.languages = encode(languages, index.language, "language");
-  summary.speakers = encode(speakers, index.speaker, "speaker");
 
+  const fs::path dir_;
+  IndexSummary summary_;
+  IndexColumns index_;
+  std::vector<std::string> languages_, speakers_;
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> seen_ids_;  // id -> (shard, row)
+  int64_t previous_number_ = -1;
+  MelSums mel_sums_;
+  std::vector<std::string> shards_without_sums_;
+};
+
+// Writes index.h5's columns and attributes into `file`.
+void write_index_contents(const h5::File& file, const IndexColumns& index, const IndexSummary& summary,
+                          const h5::Where& where) {
+  {
+    const h5::Where at = where.with("/id");
+    h5::Datatype type = h5::utf8_string_type();
+    h5::Dataset ids = h5::create_chunked(file.id(), layout::id, type.id(), {index.ids.size()},
+                                         layout::column_chunk_rows(index.ids.size(), 16), 0, at);
+    h5::write_string_rows(ids, 0, index.ids, at);
+    ids.close(at);
+  }
+  write_column(file, layout::index_shard, H5T_STD_U32LE, H5T_NATIVE_UINT32, index.shard, where);
+  write_column(file, layout::index_row, H5T_STD_U32LE, H5T_NATIVE_UINT32, index.row, where);
+  write_column(file, layout::index_n_frames, H5T_STD_I32LE, H5T_NATIVE_INT32, index.n_frames, where);
+  write_column(file, layout::index_n_tokens, H5T_STD_I32LE, H5T_NATIVE_INT32, index.n_tokens, where);
+  write_column(file, layout::seconds, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, index.seconds, where);
+  write_column(file, layout::language, H5T_STD_U16LE, H5T_NATIVE_UINT16, index.language, where);
+  write_column(file, layout::speaker, H5T_STD_U32LE, H5T_NATIVE_UINT32, index.speaker, where);
+  layout::StringsDigest digest;
+  digest.begin_column(layout::id, index.ids.size());
+  for (const std::string& id : index.ids) digest.add(id);
+  h5::write_attribute(file.id(), layout::attr_format, std::string(layout::index_format), where);
+  h5::write_attribute(file.id(), layout::attr_format_version, layout::index_format_version, where);
+  h5::write_attribute(file.id(), layout::attr_fingerprint, summary.fingerprint, where);
+  h5::write_attribute(file.id(), layout::attr_n_mels, summary.n_mels, where);
+  h5::write_attribute(file.id(), layout::attr_strings_xxh64, digest.hex(), where);
+}
+
+}  // namespace
+
+IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard_files) {
+  IndexGatherer gatherer(dir);
+  for (const fs::path& file : shard_files) gatherer.add(file);
+  IndexSummary summary = gatherer.finish();
+  const fs::path index_path = dir / summary.index_file;
+  // Written under a temporary name and published whole: a reader never sees half an index.
   const fs::path temporary = durable::temporary_name(index_path);
   const h5::Where where{temporary.string(), ""};
   try {
     auto held = h5::lock();
     h5::File file = h5::create_file(temporary.string());
-    {
-      const h5::Where at = where.with("/id");
-      h5::Datatype type = h5::utf8_string_type();
-      h5::Dataset ids = h5::create_chunked(file.id(), layout::id, type.id(), {index.ids.size()},
-                                           layout::column_chunk_rows(index.ids.size(), 16), 0, at);
-      h5::write_string_rows(ids, 0, index.ids, at);
-      ids.close(at);
-    }
-    write_column(file, layout::index_shard, H5T_STD_U32LE, H5T_NATIVE_UINT32, index.shard, where);
-    write_column(file, layout::index_row, H5T_STD_U32LE, H5T_NATIVE_UINT32, index.row, where);
-    write_column(file, layout::index_n_frames, H5T_STD_I32LE, H5T_NATIVE_INT32, index.n_frames,
-                 where);
-    write_column(file, layout::index_n_tokens, H5T_STD_I32LE, H5T_NATIVE_INT32, index.n_tokens,
-                 where);
-    write_column(file, layout::seconds, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, index.seconds, where);
-    write_column(file, layout::language, H5T_STD_U16LE, H5T_NATIVE_UINT16, index.language, where);
-    write_column(file, layout::speaker, H5T_STD_U32LE, H5T_NATIVE_UINT32, index.speaker, where);
-    layout::StringsDigest digest;
-    digest.begin_column(layout::id, index.ids.size());
-    for (const std::string& id : index.ids) digest.add(id);
-    h5::write_attribute(file.id(), layout::attr_format, std::string(layout::index_format), where);
-    h5::write_attribute(file.id(), layout::attr_format_version, layout::index_format_version,
-                        where);
-    h5::write_attribute(file.id(), layout::attr_fingerprint, summary.fingerprint, where);
-    h5::write_attribute(file.id(), layout::attr_n_mels, summary.n_mels, where);
-    h5::write_attribute(file.id(), layout::attr_strings_xxh64, digest.hex(), where);
+    write_index_contents(file, gatherer.index(), summary, where);
     file.close(where);
     durable::publish(temporary, index_path);
   } catch (...) {
@@ -218,8 +254,8 @@ IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard
     fs::remove(temporary, ignored);
     throw;
   }
-  log::get("cache")->info("wrote {}: {} samples in {} shards", index_path.string(),
-                          summary.totals.samples, summary.shards.size());
+  log::get("cache")->info("wrote {}: {} samples in {} shards", index_path.string(), summary.totals.samples,
+                          summary.shards.size());
   return summary;
 }
 

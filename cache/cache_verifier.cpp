@@ -9,6 +9,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "cache/cache_index.h"
 #include "cache/durable_file.h"
 #include "cache/hdf5_handle.h"
 #include "cache/manifest.h"
@@ -78,16 +79,9 @@ class Verifier {
   }
 
  private:
-  // index.h5 rows of each shard, in index order; filled by check_index.
-  struct IndexView {
-    bool ok = false;
-    int64_t n_mels = 0;
-    std::vector<std::string> ids;
-    std::vector<uint32_t> shard, row;
-    std::vector<int32_t> n_frames, n_tokens;
-    std::vector<float> seconds;
-    std::vector<uint16_t> language;
-    std::vector<uint32_t> speaker;
+  // index.h5's columns as check_index read them, and its rows of each shard in index order.
+  struct IndexView : IndexColumns {
+    bool ok = false;  // read whole and consistent: the shards are checked against it
     std::map<uint32_t, std::vector<size_t>> rows_of_shard;
   };
 
@@ -361,8 +355,32 @@ class Verifier {
       return;
     }
     auto held = h5::lock();
-    const h5::Where where{path.string(), ""};
     h5::File file;
+    if (!open_index(m, path, file)) return;
+    if (!read_index_columns(file.id(), label)) return;
+    const IndexView& x = index_;
+    const size_t n = x.ids.size();
+    if (x.shard.size() != n || x.row.size() != n || x.n_frames.size() != n ||
+        x.n_tokens.size() != n || x.seconds.size() != n || x.language.size() != n ||
+        x.speaker.size() != n) {
+      fault(label, -1, "", "its columns differ in length");
+      return;
+    }
+    if (static_cast<int64_t>(n) != m.totals.samples) {
+      fault(label, -1, "",
+            "holds " + std::to_string(n) + " samples; the manifest says " +
+                std::to_string(m.totals.samples));
+    }
+    check_index_digest(file, path, label);
+    if (!group_index_rows(m, label)) return;
+    index_.ok = true;
+  }
+
+  // Opens index.h5 and checks its format and fingerprint; reads n_mels. False when it cannot be
+  // read.
+  bool open_index(const Manifest& m, const fs::path& path, h5::File& file) {
+    const std::string label = m.index;
+    const h5::Where where{path.string(), ""};
     try {
       file = h5::open_file(path.string());
       const std::string format = h5::read_string_attribute(file.id(), layout::attr_format, where);
@@ -382,11 +400,16 @@ class Verifier {
       index_.n_mels = h5::read_int_attribute(file.id(), layout::attr_n_mels, where);
     } catch (const CacheError& failure) {
       fault(label, -1, "", failure.what());
-      return;
+      return false;
     }
+    return true;
+  }
+
+  // Every column of index.h5 into index_ (each chunk's checksum verified). False when one could
+  // not be read whole.
+  bool read_index_columns(hid_t f, const std::string& label) {
     IndexView& x = index_;
     const Locator locate = row_locator(x.ids);
-    const hid_t f = file.id();
     bool ok = read_strings(f, label, layout::id, locate, x.ids).ok;
     auto keeper = [](auto& column) {
       using T = typename std::decay_t<decltype(column)>::value_type;
@@ -417,23 +440,16 @@ class Verifier {
     ok &= read_numeric<uint32_t>(f, label, layout::speaker, H5T_NATIVE_UINT32, H5T_INTEGER, locate,
                                  keeper(x.speaker))
               .ok;
-    if (!ok) return;
-    const size_t n = x.ids.size();
-    if (x.shard.size() != n || x.row.size() != n || x.n_frames.size() != n ||
-        x.n_tokens.size() != n || x.seconds.size() != n || x.language.size() != n ||
-        x.speaker.size() != n) {
-      fault(label, -1, "", "its columns differ in length");
-      return;
-    }
-    if (static_cast<int64_t>(n) != m.totals.samples) {
-      fault(label, -1, "",
-            "holds " + std::to_string(n) + " samples; the manifest says " +
-                std::to_string(m.totals.samples));
-    }
+    return ok;
+  }
+
+  // The ids' strings carry no HDF5 checksum; strings_xxh64 covers them.
+  void check_index_digest(const h5::File& file, const fs::path& path, const std::string& label) {
+    const h5::Where where{path.string(), ""};
     try {
       layout::StringsDigest digest;
-      digest.begin_column(layout::id, n);
-      for (const std::string& id : x.ids) digest.add(id);
+      digest.begin_column(layout::id, index_.ids.size());
+      for (const std::string& id : index_.ids) digest.add(id);
       const std::string stored =
           h5::read_string_attribute(file.id(), layout::attr_strings_xxh64, where);
       if (digest.hex() != stored) {
@@ -444,16 +460,23 @@ class Verifier {
     } catch (const CacheError& failure) {
       fault(label, -1, "", failure.what());
     }
-    for (size_t i = 0; i < n; ++i) {
+  }
+
+  // Rows in cache order with codes inside the manifest's lists, grouped by shard into
+  // rows_of_shard; every shard they point at is listed. False at the first row out of order or
+  // out of range.
+  bool group_index_rows(const Manifest& m, const std::string& label) {
+    IndexView& x = index_;
+    for (size_t i = 0; i < x.ids.size(); ++i) {
       if (i > 0 && (x.shard[i] < x.shard[i - 1] ||
                     (x.shard[i] == x.shard[i - 1] && x.row[i] <= x.row[i - 1]))) {
         fault(label, static_cast<int64_t>(i), x.ids[i], "not in cache order (shard, row)");
-        return;
+        return false;
       }
       if (x.language[i] >= m.languages.size() || x.speaker[i] >= m.speakers.size()) {
         fault(label, static_cast<int64_t>(i), x.ids[i],
               "language or speaker code outside the manifest's lists");
-        return;
+        return false;
       }
       x.rows_of_shard[x.shard[i]].push_back(i);
     }
@@ -466,8 +489,26 @@ class Verifier {
               "points at shard " + std::to_string(shard) + ", which the manifest does not list");
       }
     }
-    x.ok = true;
+    return true;
   }
+
+  // One shard's attributes and columns as check_shard read them. Locators made while reading
+  // refer to the members, so a ShardRead stays where it was made.
+  struct ShardRead {
+    h5::File file;
+    int64_t n_mels = 0;
+    std::string stored_digest;
+    std::vector<std::string> ids, texts, languages, speakers, rejects;
+    std::vector<double> seconds;
+    std::vector<int64_t> mel_offsets, token_offsets;
+    DatasetRead id_read, seconds_read, mel_read, tokens_read;
+    bool mel_offsets_ok = false, token_offsets_ok = false, strings_ok = false;
+    int64_t rows = 0;
+    // While /mel is read for its checksums anyway, its frames are summed per bin in the
+    // writer's order, so the shard's stored /mel_sum and /mel_sum_sq can be checked exactly.
+    MelSums from_mel;
+    bool sum_mel = false;
+  };
 
   void check_shard(const Manifest& m, const ManifestShard& entry) {
     const std::string label = entry.file;
@@ -479,13 +520,32 @@ class Verifier {
       return;
     }
     auto held = h5::lock();
+    ShardRead shard;
+    if (!open_shard(m, entry, path, shard)) {
+      mel_sums_usable_ = false;  // the total over the shards is unknown
+      return;
+    }
+    ++result_.shards_checked;
+    read_shard_columns(label, shard);
+    check_chunk_addresses(shard.file.id(), label, shard.mel_offsets, shard.mel_offsets_ok, shard.ids);
+    const int64_t mel_rows = shard.mel_read.dims.empty() ? -1 : static_cast<int64_t>(shard.mel_read.dims[0]);
+    check_mel_sums(shard.file.id(), label, shard.n_mels, mel_rows,
+                   shard.sum_mel && shard.mel_read.ok ? &shard.from_mel : nullptr);
+    check_strings_digest(label, shard);
+    check_shapes(label, shard);
+    check_against_manifest(label, path, entry, shard);
+    check_against_index(label, m, entry, shard);
+    result_.samples_checked += shard.rows;
+  }
+
+  // Opens the shard and checks its attributes against the manifest and the index. False when the
+  // file cannot be opened at all (then nothing else can be checked).
+  bool open_shard(const Manifest& m, const ManifestShard& entry, const fs::path& path, ShardRead& shard) {
+    const std::string label = entry.file;
     const h5::Where where{path.string(), ""};
-    h5::File file;
-    int64_t n_mels = 0;
-    std::string stored_digest;
     try {
-      file = h5::open_file(path.string());
-      const hid_t root = file.id();
+      shard.file = h5::open_file(path.string());
+      const hid_t root = shard.file.id();
       const std::string format = h5::read_string_attribute(root, layout::attr_format, where);
       const int64_t version = h5::read_int_attribute(root, layout::attr_format_version, where);
       if (format != layout::shard_format || version != layout::shard_format_version) {
@@ -507,110 +567,103 @@ class Verifier {
               "holds shard " + std::to_string(number) + ", but its name says " +
                   std::to_string(entry.shard));
       }
-      n_mels = h5::read_int_attribute(root, layout::attr_n_mels, where);
-      if (index_.ok && n_mels != index_.n_mels) {
+      shard.n_mels = h5::read_int_attribute(root, layout::attr_n_mels, where);
+      if (index_.ok && shard.n_mels != index_.n_mels) {
         fault(label, -1, "",
-              "n_mels " + std::to_string(n_mels) + " differs from the index's " +
+              "n_mels " + std::to_string(shard.n_mels) + " differs from the index's " +
                   std::to_string(index_.n_mels));
       }
-      stored_digest = h5::read_string_attribute(root, layout::attr_strings_xxh64, where);
+      shard.stored_digest = h5::read_string_attribute(root, layout::attr_strings_xxh64, where);
     } catch (const CacheError& failure) {
       fault(label, -1, "", failure.what());
-      if (!file.valid()) {
-        mel_sums_usable_ = false;  // the total over the shards is unknown
-        return;
-      }
+      return shard.file.valid();
     }
-    ++result_.shards_checked;
-    const hid_t f = file.id();
+    return true;
+  }
 
-    std::vector<std::string> ids, texts, languages, speakers, rejects;
-    std::vector<double> seconds;
-    std::vector<int64_t> mel_offsets, token_offsets;
-    const Locator by_row = row_locator(ids);
-    const DatasetRead id_read = read_strings(f, label, layout::id, by_row, ids);
-    const DatasetRead seconds_read =
-        read_numeric<double>(f, label, layout::seconds, H5T_NATIVE_DOUBLE, H5T_FLOAT, by_row,
-                             [&](hsize_t first, hsize_t count, const double* data) {
-                               seconds.insert(seconds.end(), data, data + count);
-                               (void)first;
-                             });
-    auto collect = [](std::vector<int64_t>& out) {
-      return std::function<void(hsize_t, hsize_t, const int64_t*)>(
-          [&out](hsize_t, hsize_t count, const int64_t* data) {
-            out.insert(out.end(), data, data + count);
-          });
-    };
-    const DatasetRead mel_offsets_read = read_numeric<int64_t>(
-        f, label, layout::mel_offsets, H5T_NATIVE_INT64, H5T_INTEGER, by_row, collect(mel_offsets));
-    const DatasetRead token_offsets_read =
-        read_numeric<int64_t>(f, label, layout::token_offsets, H5T_NATIVE_INT64, H5T_INTEGER,
-                              by_row, collect(token_offsets));
-    const int64_t rows = seconds_read.ok
-                             ? static_cast<int64_t>(seconds.size())
-                             : static_cast<int64_t>(id_read.dims.empty() ? 0 : id_read.dims[0]);
-    const bool mel_offsets_ok = mel_offsets_read.ok;
-    const bool token_offsets_ok = token_offsets_read.ok;
-    // While /mel is read for its checksums anyway, its frames are summed per bin in the
-    // writer's order, so the shard's stored /mel_sum and /mel_sum_sq can be checked exactly.
-    MelSums from_mel(n_mels > 0 ? n_mels : 0);
-    const bool sum_mel = n_mels > 0 && mel_width(f, label) == n_mels;
-    const DatasetRead mel_read = read_numeric<float>(
+  // Reads every column (each chunk's checksum is verified on the way), summing /mel per bin when
+  // its width is n_mels.
+  void read_shard_columns(const std::string& label, ShardRead& shard) {
+    const hid_t f = shard.file.id();
+    const Locator by_row = row_locator(shard.ids);
+    shard.id_read = read_strings(f, label, layout::id, by_row, shard.ids);
+    shard.seconds_read = read_numeric<double>(f, label, layout::seconds, H5T_NATIVE_DOUBLE, H5T_FLOAT, by_row,
+                                              collect<double>(shard.seconds));
+    shard.mel_offsets_ok = read_numeric<int64_t>(f, label, layout::mel_offsets, H5T_NATIVE_INT64, H5T_INTEGER,
+                                                 by_row, collect<int64_t>(shard.mel_offsets))
+                               .ok;
+    shard.token_offsets_ok = read_numeric<int64_t>(f, label, layout::token_offsets, H5T_NATIVE_INT64, H5T_INTEGER,
+                                                   by_row, collect<int64_t>(shard.token_offsets))
+                                 .ok;
+    shard.rows = shard.seconds_read.ok
+                     ? static_cast<int64_t>(shard.seconds.size())
+                     : static_cast<int64_t>(shard.id_read.dims.empty() ? 0 : shard.id_read.dims[0]);
+    shard.from_mel = MelSums(shard.n_mels > 0 ? shard.n_mels : 0);
+    shard.sum_mel = shard.n_mels > 0 && mel_width(f, label) == shard.n_mels;
+    MelSums& from_mel = shard.from_mel;
+    shard.mel_read = read_numeric<float>(
         f, label, layout::mel, H5T_NATIVE_FLOAT, H5T_FLOAT,
-        offset_locator(mel_offsets, mel_offsets_ok, ids),
-        sum_mel ? std::function<void(hsize_t, hsize_t, const float*)>(
-                      [&from_mel](hsize_t, hsize_t count, const float* data) {
-                        from_mel.add_frames(data, static_cast<int64_t>(count));
-                      })
-                : nullptr);
-    const DatasetRead tokens_read =
-        read_numeric<int32_t>(f, label, layout::tokens, H5T_NATIVE_INT32, H5T_INTEGER,
-                              offset_locator(token_offsets, token_offsets_ok, ids), nullptr);
+        offset_locator(shard.mel_offsets, shard.mel_offsets_ok, shard.ids),
+        shard.sum_mel ? std::function<void(hsize_t, hsize_t, const float*)>(
+                            [&from_mel](hsize_t, hsize_t count, const float* data) {
+                              from_mel.add_frames(data, static_cast<int64_t>(count));
+                            })
+                      : nullptr);
+    shard.tokens_read = read_numeric<int32_t>(f, label, layout::tokens, H5T_NATIVE_INT32, H5T_INTEGER,
+                                              offset_locator(shard.token_offsets, shard.token_offsets_ok, shard.ids),
+                                              nullptr);
     const Locator by_reject = [](int64_t first, int64_t) {
       return Location{-1, "", "reject line " + std::to_string(first)};
     };
-    const bool texts_ok = read_strings(f, label, layout::text, by_row, texts).ok;
-    const bool languages_ok = read_strings(f, label, layout::language, by_row, languages).ok;
-    const bool speakers_ok = read_strings(f, label, layout::speaker, by_row, speakers).ok;
-    const bool rejects_ok = read_strings(f, label, layout::rejects, by_reject, rejects).ok;
-    const bool strings_ok = id_read.ok && texts_ok && languages_ok && speakers_ok && rejects_ok;
+    const bool texts_ok = read_strings(f, label, layout::text, by_row, shard.texts).ok;
+    const bool languages_ok = read_strings(f, label, layout::language, by_row, shard.languages).ok;
+    const bool speakers_ok = read_strings(f, label, layout::speaker, by_row, shard.speakers).ok;
+    const bool rejects_ok = read_strings(f, label, layout::rejects, by_reject, shard.rejects).ok;
+    shard.strings_ok = shard.id_read.ok && texts_ok && languages_ok && speakers_ok && rejects_ok;
+  }
 
-    check_chunk_addresses(f, label, mel_offsets, mel_offsets_ok, ids);
-    const int64_t mel_rows = mel_read.dims.empty() ? -1 : static_cast<int64_t>(mel_read.dims[0]);
-    check_mel_sums(f, label, n_mels, mel_rows, sum_mel && mel_read.ok ? &from_mel : nullptr);
+  // Appends each block's values to `out` (a column read whole).
+  template <class T>
+  static std::function<void(hsize_t, hsize_t, const T*)> collect(std::vector<T>& out) {
+    return [&out](hsize_t, hsize_t count, const T* data) { out.insert(out.end(), data, data + count); };
+  }
 
-    // Strings carry no HDF5 checksum (HDF5 allows no filter on variable-length data); the digest
-    // covers their bytes.
-    if (strings_ok && !stored_digest.empty()) {
-      layout::StringsDigest digest;
-      const std::vector<std::string>* columns[] = {&ids, &texts, &languages, &speakers, &rejects};
-      for (size_t c = 0; c < layout::shard_string_columns.size(); ++c) {
-        digest.begin_column(layout::shard_string_columns[c], columns[c]->size());
-        for (const std::string& value : *columns[c]) digest.add(value);
-      }
-      if (digest.hex() != stored_digest) {
-        fault(label, -1, "",
-              "strings_xxh64 of /id, /text, /language, /speaker, /rejects is " + digest.hex() +
-                  ", the file says " + stored_digest + ": a string was changed on disk");
-      }
+  // Strings carry no HDF5 checksum (HDF5 allows no filter on variable-length data); the digest
+  // covers their bytes.
+  void check_strings_digest(const std::string& label, const ShardRead& shard) {
+    if (!shard.strings_ok || shard.stored_digest.empty()) return;
+    layout::StringsDigest digest;
+    const std::vector<std::string>* columns[] = {&shard.ids, &shard.texts, &shard.languages, &shard.speakers,
+                                                 &shard.rejects};
+    for (size_t c = 0; c < layout::shard_string_columns.size(); ++c) {
+      digest.begin_column(layout::shard_string_columns[c], columns[c]->size());
+      for (const std::string& value : *columns[c]) digest.add(value);
     }
-
-    // Shapes and offsets.
-    if (mel_read.dims.size() == 2 && static_cast<int64_t>(mel_read.dims[1]) != n_mels) {
+    if (digest.hex() != shard.stored_digest) {
       fault(label, -1, "",
-            "/mel has " + std::to_string(mel_read.dims[1]) + " columns; attribute n_mels says " +
-                std::to_string(n_mels));
+            "strings_xxh64 of /id, /text, /language, /speaker, /rejects is " + digest.hex() +
+                ", the file says " + shard.stored_digest + ": a string was changed on disk");
     }
-    if (id_read.ok && static_cast<int64_t>(id_read.dims[0]) != rows) {
+  }
+
+  // Shapes and offsets: every per-sample column has the same rows, offsets cover the data.
+  void check_shapes(const std::string& label, const ShardRead& shard) {
+    const int64_t rows = shard.rows;
+    if (shard.mel_read.dims.size() == 2 && static_cast<int64_t>(shard.mel_read.dims[1]) != shard.n_mels) {
       fault(label, -1, "",
-            "/id has " + std::to_string(id_read.dims[0]) + " rows; /seconds has " +
+            "/mel has " + std::to_string(shard.mel_read.dims[1]) + " columns; attribute n_mels says " +
+                std::to_string(shard.n_mels));
+    }
+    if (shard.id_read.ok && static_cast<int64_t>(shard.id_read.dims[0]) != rows) {
+      fault(label, -1, "",
+            "/id has " + std::to_string(shard.id_read.dims[0]) + " rows; /seconds has " +
                 std::to_string(rows));
     }
-    if (strings_ok) {
+    if (shard.strings_ok) {
       for (auto [column, values] :
-           {std::pair<const char*, const std::vector<std::string>*>{layout::text, &texts},
-            {layout::language, &languages},
-            {layout::speaker, &speakers}}) {
+           {std::pair<const char*, const std::vector<std::string>*>{layout::text, &shard.texts},
+            {layout::language, &shard.languages},
+            {layout::speaker, &shard.speakers}}) {
         if (static_cast<int64_t>(values->size()) != rows) {
           fault(label, -1, "",
                 std::string("/") + column + " has " + std::to_string(values->size()) +
@@ -618,30 +671,34 @@ class Verifier {
         }
       }
     }
-    if (mel_offsets_ok && !mel_read.dims.empty()) {
-      check_offsets(label, layout::mel_offsets, mel_offsets, rows,
-                    static_cast<int64_t>(mel_read.dims[0]), ids);
+    if (shard.mel_offsets_ok && !shard.mel_read.dims.empty()) {
+      check_offsets(label, layout::mel_offsets, shard.mel_offsets, rows,
+                    static_cast<int64_t>(shard.mel_read.dims[0]), shard.ids);
     }
-    if (token_offsets_ok && !tokens_read.dims.empty()) {
-      check_offsets(label, layout::token_offsets, token_offsets, rows,
-                    static_cast<int64_t>(tokens_read.dims[0]), ids);
+    if (shard.token_offsets_ok && !shard.tokens_read.dims.empty()) {
+      check_offsets(label, layout::token_offsets, shard.token_offsets, rows,
+                    static_cast<int64_t>(shard.tokens_read.dims[0]), shard.ids);
     }
+  }
 
-    // Against the manifest.
-    const int64_t frames = mel_read.dims.empty() ? -1 : static_cast<int64_t>(mel_read.dims[0]);
-    const int64_t tokens =
-        tokens_read.dims.empty() ? -1 : static_cast<int64_t>(tokens_read.dims[0]);
+  // The shard's counts, seconds and size must be its manifest entry's.
+  void check_against_manifest(const std::string& label, const fs::path& path, const ManifestShard& entry,
+                              const ShardRead& shard) {
+    const int64_t rows = shard.rows;
+    const int64_t frames = shard.mel_read.dims.empty() ? -1 : static_cast<int64_t>(shard.mel_read.dims[0]);
+    const int64_t tokens = shard.tokens_read.dims.empty() ? -1 : static_cast<int64_t>(shard.tokens_read.dims[0]);
     double seconds_sum = 0;
-    for (double s : seconds) seconds_sum += s;
+    for (double s : shard.seconds) seconds_sum += s;
+    std::error_code error;
     const int64_t bytes = static_cast<int64_t>(fs::file_size(path, error));
     std::ostringstream mismatch;
     if (rows != entry.samples) mismatch << " samples " << rows << " vs " << entry.samples << ";";
     if (frames != entry.frames) mismatch << " frames " << frames << " vs " << entry.frames << ";";
     if (tokens != entry.tokens) mismatch << " tokens " << tokens << " vs " << entry.tokens << ";";
-    if (strings_ok && static_cast<int64_t>(rejects.size()) != entry.rejects) {
-      mismatch << " rejects " << rejects.size() << " vs " << entry.rejects << ";";
+    if (shard.strings_ok && static_cast<int64_t>(shard.rejects.size()) != entry.rejects) {
+      mismatch << " rejects " << shard.rejects.size() << " vs " << entry.rejects << ";";
     }
-    if (seconds_read.ok && !nearly_equal(seconds_sum, entry.seconds)) {
+    if (shard.seconds_read.ok && !nearly_equal(seconds_sum, entry.seconds)) {
       mismatch << " seconds " << seconds_sum << " vs " << entry.seconds << ";";
     }
     if (bytes != entry.bytes) mismatch << " bytes " << bytes << " vs " << entry.bytes << ";";
@@ -650,43 +707,45 @@ class Verifier {
             "differs from its manifest entry (shard vs manifest):" + mismatch.str() +
                 " the file was replaced or changed after the cache was built");
     }
+  }
 
-    // Against the index, row by row.
-    if (index_.ok && id_read.ok && seconds_read.ok && mel_offsets_ok && token_offsets_ok &&
-        strings_ok && static_cast<int64_t>(mel_offsets.size()) == rows + 1 &&
-        static_cast<int64_t>(token_offsets.size()) == rows + 1) {
-      auto it = index_.rows_of_shard.find(static_cast<uint32_t>(entry.shard));
-      const std::vector<size_t> none;
-      const std::vector<size_t>& index_rows = it == index_.rows_of_shard.end() ? none : it->second;
-      if (static_cast<int64_t>(index_rows.size()) != rows) {
-        fault(label, -1, "",
-              "index.h5 lists " + std::to_string(index_rows.size()) +
-                  " rows of this shard; it has " + std::to_string(rows));
-      }
-      for (size_t k = 0; k < index_rows.size() && static_cast<int64_t>(k) < rows; ++k) {
-        const size_t i = index_rows[k];
-        const int64_t r = static_cast<int64_t>(k);
-        std::string problem;
-        if (index_.row[i] != k)
-          problem = "row number";
-        else if (index_.ids[i] != ids[k])
-          problem = "id ('" + index_.ids[i] + "')";
-        else if (index_.n_frames[i] != mel_offsets[k + 1] - mel_offsets[k])
-          problem = "n_frames";
-        else if (index_.n_tokens[i] != token_offsets[k + 1] - token_offsets[k])
-          problem = "n_tokens";
-        else if (index_.seconds[i] != static_cast<float>(seconds[k]))
-          problem = "seconds";
-        else if (m.languages[index_.language[i]] != languages[k])
-          problem = "language";
-        else if (m.speakers[index_.speaker[i]] != speakers[k])
-          problem = "speaker";
-        if (!problem.empty()) {
-          fault(label, r, ids[k], "index.h5 row " + std::to_string(i) + " disagrees on " + problem);
-        }
+  // Against the index, row by row (when everything it compares was read).
+  void check_against_index(const std::string& label, const Manifest& m, const ManifestShard& entry,
+                           const ShardRead& shard) {
+    const int64_t rows = shard.rows;
+    if (!(index_.ok && shard.id_read.ok && shard.seconds_read.ok && shard.mel_offsets_ok && shard.token_offsets_ok &&
+          shard.strings_ok && static_cast<int64_t>(shard.mel_offsets.size()) == rows + 1 &&
+          static_cast<int64_t>(shard.token_offsets.size()) == rows + 1)) {
+      return;
+    }
+    auto it = index_.rows_of_shard.find(static_cast<uint32_t>(entry.shard));
+    const std::vector<size_t> none;
+    const std::vector<size_t>& index_rows = it == index_.rows_of_shard.end() ? none : it->second;
+    if (static_cast<int64_t>(index_rows.size()) != rows) {
+      fault(label, -1, "",
+            "index.h5 lists " + std::to_string(index_rows.size()) +
+                " rows of this shard; it has " + std::to_string(rows));
+    }
+    for (size_t k = 0; k < index_rows.size() && static_cast<int64_t>(k) < rows; ++k) {
+      const size_t i = index_rows[k];
+      const std::string problem = index_row_problem(m, shard, i, k);
+      if (!problem.empty()) {
+        fault(label, static_cast<int64_t>(k), shard.ids[k],
+              "index.h5 row " + std::to_string(i) + " disagrees on " + problem);
       }
     }
-    result_.samples_checked += rows;
+  }
+
+  // What index.h5 row `i` gets wrong about the shard's row `k`, or empty.
+  std::string index_row_problem(const Manifest& m, const ShardRead& shard, size_t i, size_t k) const {
+    if (index_.row[i] != k) return "row number";
+    if (index_.ids[i] != shard.ids[k]) return "id ('" + index_.ids[i] + "')";
+    if (index_.n_frames[i] != shard.mel_offsets[k + 1] - shard.mel_offsets[k]) return "n_frames";
+    if (index_.n_tokens[i] != shard.token_offsets[k + 1] - shard.token_offsets[k]) return "n_tokens";
+    if (index_.seconds[i] != static_cast<float>(shard.seconds[k])) return "seconds";
+    if (m.languages[index_.language[i]] != shard.languages[k]) return "language";
+    if (m.speakers[index_.speaker[i]] != shard.speakers[k]) return "speaker";
+    return "";
   }
 
   void scan_directory(const Manifest& m) {
@@ -780,37 +839,40 @@ class Verifier {
         return;
       }
     }
-    if (from_mel != nullptr) {
-      for (auto [name, values, expected] :
-           {std::tuple<const char*, const std::vector<double>*, const std::vector<double>*>{
-                layout::mel_sum, &stored.sum, &from_mel->sum},
-            {layout::mel_sum_sq, &stored.sum_sq, &from_mel->sum_sq}}) {
-        int64_t differing = 0, first = -1;
-        for (size_t b = 0; b < values->size(); ++b) {
-          // Same frames, same order, same double arithmetic as the writer: equal up to rounding.
-          if (std::fabs((*values)[b] - (*expected)[b]) >
-              1e-9 * std::max({1.0, std::fabs((*values)[b]), std::fabs((*expected)[b])})) {
-            if (first < 0) first = static_cast<int64_t>(b);
-            ++differing;
-          }
-        }
-        if (differing > 0) {
-          std::ostringstream problem;
-          problem << std::setprecision(17) << "/" << name << "[" << first << "] is "
-                  << (*values)[first] << " but the frames of /mel give " << (*expected)[first]
-                  << " (" << differing << " of " << values->size()
-                  << " bins differ): the stored sums do not describe this shard's frames; "
-                     "rebuild the shard with `sluice prep`";
-          fault(label, -1, "", problem.str());
-        }
-      }
-    }
+    if (from_mel != nullptr) compare_sums_with_frames(label, stored, *from_mel);
     try {
       if (!mel_sums_) mel_sums_ = MelSums(n_mels);
       mel_sums_->add(stored);
     } catch (const CacheError&) {
       // Shards of different n_mels: reported by the n_mels checks.
       mel_sums_usable_ = false;
+    }
+  }
+
+  // The stored sums must be those of the shard's /mel frames (summed while /mel was read).
+  void compare_sums_with_frames(const std::string& label, const MelSums& stored, const MelSums& from_mel) {
+    for (auto [name, values, expected] :
+         {std::tuple<const char*, const std::vector<double>*, const std::vector<double>*>{
+              layout::mel_sum, &stored.sum, &from_mel.sum},
+          {layout::mel_sum_sq, &stored.sum_sq, &from_mel.sum_sq}}) {
+      int64_t differing = 0, first = -1;
+      for (size_t b = 0; b < values->size(); ++b) {
+        // Same frames, same order, same double arithmetic as the writer: equal up to rounding.
+        if (std::fabs((*values)[b] - (*expected)[b]) >
+            1e-9 * std::max({1.0, std::fabs((*values)[b]), std::fabs((*expected)[b])})) {
+          if (first < 0) first = static_cast<int64_t>(b);
+          ++differing;
+        }
+      }
+      if (differing > 0) {
+        std::ostringstream problem;
+        problem << std::setprecision(17) << "/" << name << "[" << first << "] is "
+                << (*values)[first] << " but the frames of /mel give " << (*expected)[first]
+                << " (" << differing << " of " << values->size()
+                << " bins differ): the stored sums do not describe this shard's frames; "
+                   "rebuild the shard with `sluice prep`";
+        fault(label, -1, "", problem.str());
+      }
     }
   }
 

@@ -73,12 +73,12 @@ int planned_threads_on_first_node(const RolePlan& roles, int reader_threads) {
   return threads;
 }
 
-std::vector<Problem> diagnose(const DoctorFacts& facts) {
-  std::vector<Problem> problems;
+namespace {
+
+// GPUs: the one the model asks for, the CUDA libtorch it needs, the transport's build.
+void diagnose_gpus(const DoctorFacts& facts, std::vector<Problem>& problems) {
   const bool wants_gpu = facts.model_device == "cuda";
   const bool gpu_visible = !facts.gpus.gpus.empty() && facts.torch.cuda_devices > 0;
-
-  // GPUs.
   if (wants_gpu && facts.gpus.gpus.empty()) {
     problems.push_back({Severity::blocking, "gpu",
                         "model.device is cuda but no GPU is visible" +
@@ -105,8 +105,10 @@ std::vector<Problem> diagnose(const DoctorFacts& facts) {
                         "rebuild with the CUDA toolkit and NCCL installed (cmake -DSLUICE_CUDA=ON), or use "
                         "roles.transport: mpi"});
   }
+}
 
-  // The config and the role plan, with train's own errors.
+// The config and the role plan, with train's own errors.
+void diagnose_config(const DoctorFacts& facts, std::vector<Problem>& problems) {
   if (!facts.config_error.empty()) problems.push_back(problem_from_config_error(facts.config_error));
   if (facts.roles && facts.roles->transport != "inproc" && facts.roles->transport != "mpi") {
     problems.push_back({Severity::blocking, "config",
@@ -114,8 +116,10 @@ std::vector<Problem> diagnose(const DoctorFacts& facts) {
                             ", which `sluice train` in this build does not run yet",
                         "use roles.transport: mpi (CPU) for now"});
   }
+}
 
-  // MPI launch.
+// The MPI launch against the plan.
+void diagnose_launch(const DoctorFacts& facts, std::vector<Problem>& problems) {
   if (facts.launch.launcher == "singleton" && facts.planned_ranks > 1) {
     problems.push_back({Severity::note, "mpi",
                         "doctor runs as one process; the plan above is for " + std::to_string(facts.planned_ranks) +
@@ -123,8 +127,10 @@ std::vector<Problem> diagnose(const DoctorFacts& facts) {
                         "start train with `mpirun --bind-to none -np " + std::to_string(facts.planned_ranks) +
                             " sluice train ...` (or srun)"});
   }
+}
 
-  // CPU: threads against cores, and the binding.
+// CPU: threads against cores, and the binding.
+void diagnose_cpu(const DoctorFacts& facts, std::vector<Problem>& problems) {
   if (facts.roles) {
     const int threads = planned_threads_on_first_node(*facts.roles, facts.reader_threads);
     if (threads > facts.usable_cores) {
@@ -143,8 +149,10 @@ std::vector<Problem> diagnose(const DoctorFacts& facts) {
     problems.push_back({Severity::warning, "cpu", w.substr(0, split),
                         split == std::string::npos ? "launch with mpirun --bind-to none" : w.substr(split + 2)});
   }
+}
 
-  // The cache (its directory comes from the config: unknown when the config did not load).
+// The cache (its directory comes from the config: unknown when the config did not load).
+void diagnose_cache(const DoctorFacts& facts, std::vector<Problem>& problems) {
   const CacheFacts& cache = facts.cache;
   if (!facts.config_loaded) {
     problems.push_back({Severity::note, "cache", "the cache was not checked: the config did not load",
@@ -178,7 +186,17 @@ std::vector<Problem> diagnose(const DoctorFacts& facts) {
                         "for the disk's speed drop the page cache first (as root: sync; echo 3 > "
                         "/proc/sys/vm/drop_caches) or measure on a cold node"});
   }
+}
 
+}  // namespace
+
+std::vector<Problem> diagnose(const DoctorFacts& facts) {
+  std::vector<Problem> problems;
+  diagnose_gpus(facts, problems);
+  diagnose_config(facts, problems);
+  diagnose_launch(facts, problems);
+  diagnose_cpu(facts, problems);
+  diagnose_cache(facts, problems);
   std::stable_sort(problems.begin(), problems.end(),
                    [](const Problem& a, const Problem& b) { return a.severity < b.severity; });
   return problems;
@@ -329,7 +347,8 @@ namespace {
 std::string mpi_library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
-  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+  // A version the library cannot give is a fact to report ("unknown"), not a reason to stop.
+  if (!check_mpi_or_warn(MPI_Get_library_version(text, &length), "MPI_Get_library_version")) return "unknown";
   std::string version(text, static_cast<size_t>(length));
   version = version.substr(0, version.find('\n'));
   version = version.substr(0, version.find(", package:"));  // Open MPI: the rest is build details

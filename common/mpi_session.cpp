@@ -23,6 +23,19 @@ void check_mpi(int code, const char* call) {
   throw TransportError(std::string(call) + " failed: " + std::string(text, static_cast<size_t>(length)));
 }
 
+bool check_mpi_or_warn(int code, const char* call) noexcept {
+  if (code == MPI_SUCCESS) return true;
+  try {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    log::get("common")->warn("{} failed: {}", call, std::string(text, static_cast<size_t>(length)));
+  } catch (...) {
+    // Logging failed too: nothing more can be said from a clean-up path.
+  }
+  return false;
+}
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialised = 0;
   MPI_Initialized(&initialised);

@@ -53,6 +53,10 @@ class MpiSession {
 // `code` is MPI_SUCCESS. Every MPI call in sluice goes through it (errors return as codes:
 // MpiSession sets MPI_ERRORS_RETURN on the world communicator).
 void check_mpi(int code, const char* call);
+// The same wrapper for clean-up, where a throw would hide the error being handled or escape a
+// destructor (cancelling and freeing requests a failed exchange leaves behind): logs a warning
+// with MPI's message instead of throwing, and says whether `code` is MPI_SUCCESS.
+bool check_mpi_or_warn(int code, const char* call) noexcept;
 
 
 // Sends `payload` to `destination`, waiting for the send to complete until `deadline`.

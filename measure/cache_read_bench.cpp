@@ -122,6 +122,103 @@ int64_t mel_bytes(const std::vector<sluice::cache::Sample>& batch) {
   return bytes;
 }
 
+// 1. Open time.
+void measure_open(const fs::path& dir, const CacheReadOptions& o) {
+  std::vector<double> open_ms;
+  int64_t size = 0;
+  for (int i = 0; i < o.opens + 1; ++i) {
+    const auto start = Clock::now();
+    CacheReader reader = CacheReader::open(dir, o.chunk_cache_bytes);
+    const double ms = seconds_since(start) * 1e3;
+    size = reader.size();
+    if (i > 0) open_ms.push_back(ms);  // the first open also initialises HDF5
+  }
+  std::printf(
+      "open: %lld samples; median %.2f ms, min %.2f, max %.2f over %d opens (goal <= 20 ms)\n",
+      static_cast<long long>(size), median(open_ms),
+      *std::min_element(open_ms.begin(), open_ms.end()),
+      *std::max_element(open_ms.begin(), open_ms.end()), o.opens);
+}
+
+// 2. baseline: the same files, sequential read() from the page cache.
+// Returns its MB/s.
+double measure_baseline(const fs::path& dir) {
+  const std::vector<fs::path> files = sluice::cache::list_shard_files(dir);
+  read_files_sequentially(files);  // warm the page cache
+  std::vector<double> baseline_rates;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto start = Clock::now();
+    const int64_t bytes = read_files_sequentially(files);
+    baseline_rates.push_back(bytes / 1e6 / seconds_since(start));
+  }
+  const double baseline = median(baseline_rates);
+  std::printf(
+      "baseline: sequential read() of %zu shard files from the page cache: %.0f MB/s "
+      "(median of 3 passes)\n",
+      files.size(), baseline);
+  return baseline;
+}
+
+// 3. batches of consecutive indices in cache order, one pass over the cache; twice: the first
+// pass also maps the shard files' pages into this process (as a first epoch would).
+void measure_sequential(CacheReader& reader, const CacheReadOptions& o, double baseline) {
+  std::vector<sluice::cache::Sample> batch;
+  for (int pass = 0; pass < 2; ++pass) {
+    int64_t sequential_bytes = 0;
+    const auto sequential_start = Clock::now();
+    for (int64_t first = 0; first < reader.size(); first += o.batch) {
+      std::vector<int64_t> indices;
+      for (int64_t i = first; i < std::min<int64_t>(first + o.batch, reader.size()); ++i) {
+        indices.push_back(i);
+      }
+      reader.read_batch(indices, batch);
+      sequential_bytes += mel_bytes(batch);
+    }
+    const double sequential_rate = sequential_bytes / 1e6 / seconds_since(sequential_start);
+    std::printf(
+        "sequential batches of %d in cache order, %s pass: %.0f MB/s of mel payload "
+        "(ratio %.2f)\n",
+        o.batch, pass == 0 ? "first" : "second", sequential_rate, sequential_rate / baseline);
+  }
+}
+
+// 4. random batches, into one reused batch (the steady state of a data rank), then returning
+// fresh vectors every batch (allocation and page faults included).
+void measure_random(CacheReader& reader, const CacheReadOptions& o, double baseline) {
+  std::mt19937_64 random(o.seed);
+  std::uniform_int_distribution<int64_t> pick(0, reader.size() - 1);
+  auto random_batch = [&] {
+    std::vector<int64_t> indices(static_cast<size_t>(o.batch));
+    for (int64_t& index : indices) index = pick(random);
+    return indices;
+  };
+  std::vector<sluice::cache::Sample> batch;
+  std::vector<double> batch_ms;
+  int64_t random_bytes = 0;
+  const auto random_start = Clock::now();
+  for (int b = 0; b < o.batches; ++b) {
+    const std::vector<int64_t> indices = random_batch();
+    const auto start = Clock::now();
+    reader.read_batch(indices, batch);
+    batch_ms.push_back(seconds_since(start) * 1e3);
+    random_bytes += mel_bytes(batch);
+  }
+  const double random_seconds = seconds_since(random_start);
+  const double random_rate = random_bytes / 1e6 / random_seconds;
+  std::printf(
+      "random batches of %d: %.0f MB/s of mel payload, %.0f samples/s; per batch p50 "
+      "%.2f ms, p95 %.2f ms\n",
+      o.batch, random_rate, o.batches * o.batch / random_seconds, percentile(batch_ms, 0.5),
+      percentile(batch_ms, 0.95));
+  std::printf("ratio random / baseline: %.2f (goal >= 0.5)\n", random_rate / baseline);
+  int64_t fresh_bytes = 0;
+  const auto fresh_start = Clock::now();
+  for (int b = 0; b < o.batches; ++b) fresh_bytes += mel_bytes(reader.read_batch(random_batch()));
+  const double fresh_rate = fresh_bytes / 1e6 / seconds_since(fresh_start);
+  std::printf("random batches of %d, new vectors per batch: %.0f MB/s (ratio %.2f)\n", o.batch,
+              fresh_rate, fresh_rate / baseline);
+}
+
 }  // namespace
 
 int run_cache_read_bench(const CacheReadOptions& o) {
@@ -147,93 +244,11 @@ int run_cache_read_bench(const CacheReadOptions& o) {
     build_cache(o, dir);
   }
 
-  // 1. open time.
-  std::vector<double> open_ms;
-  int64_t size = 0;
-  for (int i = 0; i < o.opens + 1; ++i) {
-    const auto start = Clock::now();
-    CacheReader reader = CacheReader::open(dir, o.chunk_cache_bytes);
-    const double ms = seconds_since(start) * 1e3;
-    size = reader.size();
-    if (i > 0) open_ms.push_back(ms);  // the first open also initialises HDF5
-  }
-  std::printf(
-      "open: %lld samples; median %.2f ms, min %.2f, max %.2f over %d opens (goal <= 20 ms)\n",
-      static_cast<long long>(size), median(open_ms),
-      *std::min_element(open_ms.begin(), open_ms.end()),
-      *std::max_element(open_ms.begin(), open_ms.end()), o.opens);
-
-  // 2. baseline: the same files, sequential read() from the page cache.
-  const std::vector<fs::path> files = sluice::cache::list_shard_files(dir);
-  read_files_sequentially(files);  // warm the page cache
-  std::vector<double> baseline_rates;
-  for (int pass = 0; pass < 3; ++pass) {
-    const auto start = Clock::now();
-    const int64_t bytes = read_files_sequentially(files);
-    baseline_rates.push_back(bytes / 1e6 / seconds_since(start));
-  }
-  const double baseline = median(baseline_rates);
-  std::printf(
-      "baseline: sequential read() of %zu shard files from the page cache: %.0f MB/s "
-      "(median of 3 passes)\n",
-      files.size(), baseline);
-
+  measure_open(dir, o);
+  const double baseline = measure_baseline(dir);
   CacheReader reader = CacheReader::open(dir, o.chunk_cache_bytes);
-  std::mt19937_64 random(o.seed);
-  std::uniform_int_distribution<int64_t> pick(0, reader.size() - 1);
-  auto random_batch = [&] {
-    std::vector<int64_t> indices(static_cast<size_t>(o.batch));
-    for (int64_t& index : indices) index = pick(random);
-    return indices;
-  };
-  // 3. batches of consecutive indices in cache order, one pass over the cache; twice: the first
-  //    pass also maps the shard files' pages into this process (as a first epoch would).
-  std::vector<sluice::cache::Sample> batch;
-  for (int pass = 0; pass < 2; ++pass) {
-    int64_t sequential_bytes = 0;
-    const auto sequential_start = Clock::now();
-    for (int64_t first = 0; first < reader.size(); first += o.batch) {
-      std::vector<int64_t> indices;
-      for (int64_t i = first; i < std::min<int64_t>(first + o.batch, reader.size()); ++i) {
-        indices.push_back(i);
-      }
-      reader.read_batch(indices, batch);
-      sequential_bytes += mel_bytes(batch);
-    }
-    const double sequential_rate = sequential_bytes / 1e6 / seconds_since(sequential_start);
-    std::printf(
-        "sequential batches of %d in cache order, %s pass: %.0f MB/s of mel payload "
-        "(ratio %.2f)\n",
-        o.batch, pass == 0 ? "first" : "second", sequential_rate, sequential_rate / baseline);
-  }
-
-  // 4. random batches, into one reused batch (the steady state of a data rank), then returning
-  //    fresh vectors every batch (allocation and page faults included).
-  std::vector<double> batch_ms;
-  int64_t random_bytes = 0;
-  const auto random_start = Clock::now();
-  for (int b = 0; b < o.batches; ++b) {
-    const std::vector<int64_t> indices = random_batch();
-    const auto start = Clock::now();
-    reader.read_batch(indices, batch);
-    batch_ms.push_back(seconds_since(start) * 1e3);
-    random_bytes += mel_bytes(batch);
-  }
-  const double random_seconds = seconds_since(random_start);
-  const double random_rate = random_bytes / 1e6 / random_seconds;
-  std::printf(
-      "random batches of %d: %.0f MB/s of mel payload, %.0f samples/s; per batch p50 "
-      "%.2f ms, p95 %.2f ms\n",
-      o.batch, random_rate, o.batches * o.batch / random_seconds, percentile(batch_ms, 0.5),
-      percentile(batch_ms, 0.95));
-  std::printf("ratio random / baseline: %.2f (goal >= 0.5)\n", random_rate / baseline);
-  int64_t fresh_bytes = 0;
-  const auto fresh_start = Clock::now();
-  for (int b = 0; b < o.batches; ++b) fresh_bytes += mel_bytes(reader.read_batch(random_batch()));
-  const double fresh_rate = fresh_bytes / 1e6 / seconds_since(fresh_start);
-  std::printf("random batches of %d, new vectors per batch: %.0f MB/s (ratio %.2f)\n", o.batch,
-              fresh_rate, fresh_rate / baseline);
-
+  measure_sequential(reader, o, baseline);
+  measure_random(reader, o, baseline);
   if (temporary) fs::remove_all(dir);
   return 0;
 }

@@ -1,6 +1,7 @@
 // The GPU table of the transport benchmark (transport_bench.h): the GPU transports against the
 // device's own copy engines and NCCL, measured in the same run. Compiled only when the build has
-// CUDA (SLUICE_HAVE_CUDA, benchmark/CMakeLists.txt); CUDA and NCCL stay private to this file.
+// CUDA (SLUICE_HAVE_CUDA, measure/CMakeLists.txt); CUDA and NCCL stay private to this file, and
+// their return codes become errors in the transport's layer (runtime/transport/cuda_check.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,53 +9,18 @@
 #include <string>
 #include <vector>
 
-#include <cuda_runtime_api.h>
-#if SLUICE_HAVE_NCCL
-#include <nccl.h>
-#endif
-
 #include "measure/transport_bench_support.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_session.h"
+#include "runtime/transport/cuda_check.h"
 #include "runtime/transport/cuda_ipc_channel.h"
 #include "runtime/transport/gpu_facts.h"
 #include "runtime/transport/nccl_channel.h"
 
 namespace sluice::benchmark::detail {
 namespace {
-
-
-
-// This file's one layer where CUDA and NCCL return codes become errors (the transports have their
-// own, private to runtime/transport). The message names the call, the device and file:line.
-int current_device() {
-  int device = -1;
-  if (cudaGetDevice(&device) != cudaSuccess) return -1;
-  return device;
-}
-
-void cuda_check(cudaError_t code, const char* call, const char* file, int line) {
-  if (code == cudaSuccess) return;
-  (void)cudaGetLastError();  // a non-sticky error must not be blamed on the next call
-  throw TransportError(std::string("bench transport: ") + call + " failed on CUDA device " +
-                       std::to_string(current_device()) + ": " + cudaGetErrorName(code) + " (" +
-                       cudaGetErrorString(code) + ") at " + file + ":" + std::to_string(line));
-}
-#define SLUICE_BENCH_CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
-
-#if SLUICE_HAVE_NCCL
-void nccl_check(ncclResult_t code, const char* call, const char* file, int line) {
-  if (code == ncclSuccess) return;
-  std::string text = std::string("bench transport: ") + call + " failed on CUDA device " +
-                     std::to_string(current_device()) + ": " + ncclGetErrorString(code);
-  const char* last = ncclGetLastError(nullptr);
-  if (last != nullptr && *last != '\0') text += std::string(" (") + last + ")";
-  throw TransportError(text + " at " + file + ":" + std::to_string(line));
-}
-#define SLUICE_BENCH_NCCL_CHECK(call) nccl_check((call), #call, __FILE__, __LINE__)
-#endif
 
 void warn_on_error(cudaError_t code, const char* what) {
   if (code != cudaSuccess) log::get("benchmark")->warn("{}: {}", what, cudaGetErrorString(code));
@@ -63,7 +29,7 @@ void warn_on_error(cudaError_t code, const char* what) {
 // Device memory on the current device; freed (never throwing) on destruction.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t bytes) { SLUICE_BENCH_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 1))); }
+  explicit DeviceBuffer(size_t bytes) { SLUICE_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 1))); }
   ~DeviceBuffer() { warn_on_error(cudaFree(data_), "cudaFree"); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -76,7 +42,7 @@ class DeviceBuffer {
 // A non-blocking stream on the current device.
 class Stream {
  public:
-  Stream() { SLUICE_BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  Stream() { SLUICE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
   ~Stream() { warn_on_error(cudaStreamDestroy(stream_), "cudaStreamDestroy"); }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -90,14 +56,14 @@ class Stream {
 // timed from the first launch to the stream's end (the host clock, as the transport columns).
 double time_d2d(cudaStream_t stream, void* destination, const void* source, size_t bytes, int n) {
   for (int i = 0; i < warmup(n); ++i) {
-    SLUICE_BENCH_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream));
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream));
   }
-  SLUICE_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto start = Clock::now();
   for (int i = 0; i < n; ++i) {
-    SLUICE_BENCH_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream));
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream));
   }
-  SLUICE_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return seconds_since(start) / n;
 }
 
@@ -107,8 +73,8 @@ class SelfComm {
  public:
   SelfComm() {
     ncclUniqueId id;
-    SLUICE_BENCH_NCCL_CHECK(ncclGetUniqueId(&id));
-    SLUICE_BENCH_NCCL_CHECK(ncclCommInitRank(&comm_, 1, id, 0));
+    SLUICE_NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    SLUICE_NCCL_CHECK(ncclCommInitRank(&comm_, 1, id, 0), nullptr);
   }
   ~SelfComm() {
     const ncclResult_t result = ncclCommDestroy(comm_);
@@ -125,20 +91,20 @@ class SelfComm {
 // One batch sent by rank 0 of a one-rank communicator to itself: ncclSend and ncclRecv in one
 // group (NCCL's rule for send-to-self), the same calls the nccl loopback transport makes.
 void send_to_self(const SelfComm& comm, cudaStream_t stream, void* destination, const void* source, size_t bytes) {
-  SLUICE_BENCH_NCCL_CHECK(ncclGroupStart());
-  SLUICE_BENCH_NCCL_CHECK(ncclSend(source, bytes, ncclUint8, 0, comm.get(), stream));
-  SLUICE_BENCH_NCCL_CHECK(ncclRecv(destination, bytes, ncclUint8, 0, comm.get(), stream));
-  SLUICE_BENCH_NCCL_CHECK(ncclGroupEnd());
+  SLUICE_NCCL_CHECK(ncclGroupStart(), nullptr);
+  SLUICE_NCCL_CHECK(ncclSend(source, bytes, ncclUint8, 0, comm.get(), stream), comm.get());
+  SLUICE_NCCL_CHECK(ncclRecv(destination, bytes, ncclUint8, 0, comm.get(), stream), comm.get());
+  SLUICE_NCCL_CHECK(ncclGroupEnd(), nullptr);
 }
 
 // Seconds per raw send-to-self of `bytes`, n back to back (nccl-tests' sendrecv on one rank).
 double time_nccl_self(const SelfComm& comm, cudaStream_t stream, void* destination, const void* source, size_t bytes,
                       int n) {
   for (int i = 0; i < warmup(n); ++i) send_to_self(comm, stream, destination, source, bytes);
-  SLUICE_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto start = Clock::now();
   for (int i = 0; i < n; ++i) send_to_self(comm, stream, destination, source, bytes);
-  SLUICE_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream));
   return seconds_since(start) / n;
 }
 #endif
@@ -154,15 +120,10 @@ std::string describe_device(const MpiSession& session, const transport::GpuEnvir
 
 double gbs(size_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
 
-}  // namespace
-
-void run_gpu_table(const MpiSession& session, const TransportBenchOptions& settings, int& channel_id) {
-  const transport::GpuEnvironment env = transport::gpu_environment();
-  const int device = session.local_rank() % static_cast<int>(env.gpus.size());
-  SLUICE_BENCH_CUDA_CHECK(cudaSetDevice(device));
-  const bool two_ranks = session.size() == 2;
-  const bool nccl = SLUICE_HAVE_NCCL != 0;
-
+// Which device each rank measures on, the versions, and the column heads (rank 0 prints; with
+// two ranks both take part in gathering the devices).
+void print_gpu_table_header(const MpiSession& session, const transport::GpuEnvironment& env, int device,
+                            bool two_ranks, bool nccl) {
   std::vector<std::string> devices{describe_device(session, env, device)};
   if (two_ranks) devices = gather_strings(session, devices[0], 0x2e02, 120, "the ranks' CUDA devices");
   if (session.rank() == 0) {
@@ -179,6 +140,40 @@ void run_gpu_table(const MpiSession& session, const TransportBenchOptions& setti
                 "nccl_self_us", "GB/s", "nccl_us", "GB/s", "ratio", "cuda_ipc_us", "GB/s", "ratio");
     std::fflush(stdout);
   }
+}
+
+// One row: each column's time per batch and GB/s, and the ratios to the device's own copies.
+void print_gpu_row(size_t bytes, int n, double d2d_s, double self_s, double nccl_s, double ipc_s, bool nccl,
+                   bool two_ranks) {
+  const double d2d_gbs = gbs(bytes, d2d_s);
+  std::printf(" %9s %6d  %9.1f %7.1f", human(bytes).c_str(), n, d2d_s * 1e6, d2d_gbs);
+  if (nccl) {
+    const double self_gbs = gbs(bytes, self_s);
+    const double nccl_gbs = gbs(bytes, nccl_s);
+    std::printf("  %12.1f %7.1f  %9.1f %7.1f %6.2f", self_s * 1e6, self_gbs, nccl_s * 1e6, nccl_gbs,
+                nccl_gbs / self_gbs);
+  } else {
+    std::printf("  %12s %7s  %9s %7s %6s", "-", "-", "-", "-", "-");
+  }
+  if (two_ranks) {
+    const double ipc_gbs = gbs(bytes, ipc_s);
+    std::printf("  %11.1f %7.1f %6.2f\n", ipc_s * 1e6, ipc_gbs, ipc_gbs / d2d_gbs);
+  } else {
+    std::printf("  %11s %7s %6s\n", "-", "-", "-");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void run_gpu_table(const MpiSession& session, const TransportBenchOptions& settings, int& channel_id) {
+  const transport::GpuEnvironment env = transport::gpu_environment();
+  const int device = session.local_rank() % static_cast<int>(env.gpus.size());
+  SLUICE_CUDA_CHECK(cudaSetDevice(device));
+  const bool two_ranks = session.size() == 2;
+  const bool nccl = SLUICE_HAVE_NCCL != 0;
+
+  print_gpu_table_header(session, env, device, two_ranks, nccl);
 
   // Rank 0's device buffers and stream, and its one-rank communicator (made once: NCCL's set-up
   // takes far longer than a measurement).
@@ -199,11 +194,11 @@ void run_gpu_table(const MpiSession& session, const TransportBenchOptions& setti
     if (session.rank() == 0) {
       source = std::make_unique<DeviceBuffer>(bytes);
       destination = std::make_unique<DeviceBuffer>(bytes);
-      SLUICE_BENCH_CUDA_CHECK(cudaMemset(source->get(), 0x5a, bytes));
-      SLUICE_BENCH_CUDA_CHECK(cudaMemset(destination->get(), 0, bytes));
+      SLUICE_CUDA_CHECK(cudaMemset(source->get(), 0x5a, bytes));
+      SLUICE_CUDA_CHECK(cudaMemset(destination->get(), 0, bytes));
       // The streams below do not wait for the legacy default stream; the transports read
       // `source` on their own streams and expect its writes to be complete.
-      SLUICE_BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+      SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
     }
     double d2d_s = 1e30, self_s = 1e30, nccl_s = 1e30, ipc_s = 1e30;
     for (int round = 0; round < settings.rounds; ++round) {
@@ -228,23 +223,7 @@ void run_gpu_table(const MpiSession& session, const TransportBenchOptions& setti
                      source ? source->get() : nullptr, bytes, n, 0x2c01));
     }
     if (session.rank() != 0) continue;
-    const double d2d_gbs = gbs(bytes, d2d_s);
-    std::printf(" %9s %6d  %9.1f %7.1f", human(bytes).c_str(), n, d2d_s * 1e6, d2d_gbs);
-    if (nccl) {
-      const double self_gbs = gbs(bytes, self_s);
-      const double nccl_gbs = gbs(bytes, nccl_s);
-      std::printf("  %12.1f %7.1f  %9.1f %7.1f %6.2f", self_s * 1e6, self_gbs, nccl_s * 1e6, nccl_gbs,
-                  nccl_gbs / self_gbs);
-    } else {
-      std::printf("  %12s %7s  %9s %7s %6s", "-", "-", "-", "-", "-");
-    }
-    if (two_ranks) {
-      const double ipc_gbs = gbs(bytes, ipc_s);
-      std::printf("  %11.1f %7.1f %6.2f\n", ipc_s * 1e6, ipc_gbs, ipc_gbs / d2d_gbs);
-    } else {
-      std::printf("  %11s %7s %6s\n", "-", "-", "-");
-    }
-    std::fflush(stdout);
+    print_gpu_row(bytes, n, d2d_s, self_s, nccl_s, ipc_s, nccl, two_ranks);
   }
 }
 

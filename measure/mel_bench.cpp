@@ -104,6 +104,85 @@ nlohmann::json run_baseline(const Options& options, const std::vector<std::strin
   return nlohmann::json::parse(output.substr(last_line_start), nullptr, /*allow_exceptions=*/false);
 }
 
+// Synthetic clips of 2-10 s at options.rate in a fresh temporary folder (removed by the caller).
+fs::path generate_clips(const MelBenchOptions& options) {
+  const fs::path generated = fs::temp_directory_path() / ("sluice_bench_mel_" + std::to_string(::getpid()));
+  fs::create_directories(generated);
+  std::mt19937 random(42);
+  std::uniform_real_distribution<double> duration(2.0, 10.0);
+  for (int i = 0; i < options.clips; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "clip_%04d.wav", i);
+    write_clip(generated / name, options.rate, duration(random), random);
+  }
+  return generated;
+}
+
+// Untimed pass: pulls the files into the page cache (the baseline then finds them there too)
+// and keeps the decoded audio for the mel-only measurement. False (said on stderr) when a file
+// does not decode.
+bool decode_all(const std::vector<fs::path>& files, const MelConfig& config, std::vector<std::vector<float>>& decoded,
+                double& audio_seconds) {
+  decoded.reserve(files.size());
+  audio_seconds = 0.0;
+  for (const fs::path& file : files) {
+    try {
+      decoded.push_back(sluice::dataset::load_audio(file, config.sample_rate));
+    } catch (const sluice::dataset::SampleRejected& rejected) {
+      // Both sides must see the same files: drop the bad one from the inputs and rerun.
+      std::cerr << "bench_mel: " << rejected.what() << "\n";
+      return false;
+    }
+    audio_seconds += static_cast<double>(decoded.back().size()) / config.sample_rate;
+  }
+  return true;
+}
+
+// Wall seconds of `repeat` passes of decode + resample + mel over `files`.
+double time_pipeline(const std::vector<fs::path>& files, const MelConfig& config, const MelExtractor& extractor,
+                     int repeat) {
+  std::vector<float> features;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < repeat; ++r) {
+    for (const fs::path& file : files) {
+      const std::vector<float> audio = sluice::dataset::load_audio(file, config.sample_rate);
+      extractor.compute(audio.data(), static_cast<int64_t>(audio.size()), features);
+    }
+  }
+  return seconds_since(start);
+}
+
+// Wall seconds of `repeat` passes of mel alone over the decoded audio.
+double time_mel_only(const std::vector<std::vector<float>>& decoded, const MelExtractor& extractor, int repeat) {
+  std::vector<float> features;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < repeat; ++r) {
+    for (const std::vector<float>& audio : decoded) {
+      extractor.compute(audio.data(), static_cast<int64_t>(audio.size()), features);
+    }
+  }
+  return seconds_since(start);
+}
+
+// torchaudio on the same files in the same run: its rate and the ratio, printed and added to
+// `summary`.
+void compare_with_torchaudio(const MelBenchOptions& options, const fs::path& generated, double sluice_rate,
+                             nlohmann::json& summary) {
+  const nlohmann::json baseline = run_baseline(
+      options, generated.empty() ? options.inputs : std::vector<std::string>{generated.string()});
+  if (baseline.is_object() && baseline.contains("audio_s_per_s")) {
+    const double torch_rate = baseline["audio_s_per_s"].get<double>();
+    std::printf("torchaudio load + mel      : %9.0f audio-s/s (torch.set_num_threads(1))\n",
+                torch_rate);
+    std::printf("ratio sluice / torchaudio  : %9.2f\n", sluice_rate / torch_rate);
+    summary["torchaudio_audio_s_per_s"] = torch_rate;
+    summary["ratio"] = sluice_rate / torch_rate;
+  } else {
+    std::printf("torchaudio baseline failed (%s %s): no ratio\n", options.python.c_str(),
+                options.baseline.c_str());
+  }
+}
+
 }  // namespace
 
 int run_mel_bench(const MelBenchOptions& options) {
@@ -117,15 +196,7 @@ int run_mel_bench(const MelBenchOptions& options) {
   fs::path generated;
   std::vector<fs::path> files;
   if (options.inputs.empty()) {
-    generated = fs::temp_directory_path() / ("sluice_bench_mel_" + std::to_string(::getpid()));
-    fs::create_directories(generated);
-    std::mt19937 random(42);
-    std::uniform_real_distribution<double> duration(2.0, 10.0);
-    for (int i = 0; i < options.clips; ++i) {
-      char name[32];
-      std::snprintf(name, sizeof name, "clip_%04d.wav", i);
-      write_clip(generated / name, options.rate, duration(random), random);
-    }
+    generated = generate_clips(options);
     files = audio_files({generated.string()});
   } else {
     files = audio_files(options.inputs);
@@ -134,40 +205,11 @@ int run_mel_bench(const MelBenchOptions& options) {
     std::cerr << "bench mel: no audio files (.wav, .flac, .ogg) found in the inputs\n";
     return 2;
   }
-
-  // Untimed pass: pulls the files into the page cache (the baseline then finds them there too)
-  // and keeps the decoded audio for the mel-only measurement.
   std::vector<std::vector<float>> decoded;
-  decoded.reserve(files.size());
   double audio_seconds_per_pass = 0.0;
-  for (const fs::path& file : files) {
-    try {
-      decoded.push_back(sluice::dataset::load_audio(file, config.sample_rate));
-    } catch (const sluice::dataset::SampleRejected& rejected) {
-      // Both sides must see the same files: drop the bad one from the inputs and rerun.
-      std::cerr << "bench_mel: " << rejected.what() << "\n";
-      return 1;
-    }
-    audio_seconds_per_pass += static_cast<double>(decoded.back().size()) / config.sample_rate;
-  }
-
-  std::vector<float> features;
-  auto start = std::chrono::steady_clock::now();
-  for (int r = 0; r < options.repeat; ++r) {
-    for (const fs::path& file : files) {
-      const std::vector<float> audio = sluice::dataset::load_audio(file, config.sample_rate);
-      extractor.compute(audio.data(), static_cast<int64_t>(audio.size()), features);
-    }
-  }
-  const double pipeline_wall = seconds_since(start);
-
-  start = std::chrono::steady_clock::now();
-  for (int r = 0; r < options.repeat; ++r) {
-    for (const std::vector<float>& audio : decoded) {
-      extractor.compute(audio.data(), static_cast<int64_t>(audio.size()), features);
-    }
-  }
-  const double mel_wall = seconds_since(start);
+  if (!decode_all(files, config, decoded, audio_seconds_per_pass)) return 1;
+  const double pipeline_wall = time_pipeline(files, config, extractor, options.repeat);
+  const double mel_wall = time_mel_only(decoded, extractor, options.repeat);
 
   const double audio_seconds = audio_seconds_per_pass * options.repeat;
   const double sluice_rate = audio_seconds / pipeline_wall;
@@ -183,21 +225,7 @@ int run_mel_bench(const MelBenchOptions& options) {
                             {"audio_seconds", audio_seconds},
                             {"sluice_audio_s_per_s", sluice_rate},
                             {"sluice_mel_only_audio_s_per_s", mel_rate}};
-  if (options.run_baseline) {
-    const nlohmann::json baseline = run_baseline(
-        options, generated.empty() ? options.inputs : std::vector<std::string>{generated.string()});
-    if (baseline.is_object() && baseline.contains("audio_s_per_s")) {
-      const double torch_rate = baseline["audio_s_per_s"].get<double>();
-      std::printf("torchaudio load + mel      : %9.0f audio-s/s (torch.set_num_threads(1))\n",
-                  torch_rate);
-      std::printf("ratio sluice / torchaudio  : %9.2f\n", sluice_rate / torch_rate);
-      summary["torchaudio_audio_s_per_s"] = torch_rate;
-      summary["ratio"] = sluice_rate / torch_rate;
-    } else {
-      std::printf("torchaudio baseline failed (%s %s): no ratio\n", options.python.c_str(),
-                  options.baseline.c_str());
-    }
-  }
+  if (options.run_baseline) compare_with_torchaudio(options, generated, sluice_rate, summary);
   std::printf("%s\n", summary.dump().c_str());
 
   if (!generated.empty()) {

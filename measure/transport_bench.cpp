@@ -154,10 +154,10 @@ double time_mpi(const sluice::MpiSession& session, const Settings& settings, con
 
 // Between polls of the raw MPI loop: yield (as the transport does while bytes move, so that on a
 // small shared machine the two ranks do not starve each other), and give up at the deadline.
-void wait_a_little(sluice::Deadline deadline) {
+void wait_a_little(const sluice::MpiSession& session, sluice::Deadline deadline) {
   if (Clock::now() > deadline) {
     std::fprintf(stderr, "bench_transport: the raw MPI exchange stalled for 120 s; aborting\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    session.abort(1);
   }
   std::this_thread::yield();
 }
@@ -175,19 +175,21 @@ double time_raw_mpi(const sluice::MpiSession& session, int slots, size_t bytes, 
     if (i == warmup(n)) start = Clock::now();
     MPI_Request& request = requests[static_cast<size_t>(i % slots)];
     for (int done = 0; !done;) {
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (!done) wait_a_little(deadline);
+      sluice::check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(raw mpi)");
+      if (!done) wait_a_little(session, deadline);
     }
     char* buffer = buffers.data() + static_cast<size_t>(i % slots) * bytes;
     if (session.rank() == 0) {
-      MPI_Isend(buffer, static_cast<int>(bytes), MPI_BYTE, 1, tag, session.world(), &request);
+      sluice::check_mpi(MPI_Isend(buffer, static_cast<int>(bytes), MPI_BYTE, 1, tag, session.world(), &request),
+                        "MPI_Isend(raw mpi)");
     } else {
-      MPI_Irecv(buffer, static_cast<int>(bytes), MPI_BYTE, 0, tag, session.world(), &request);
+      sluice::check_mpi(MPI_Irecv(buffer, static_cast<int>(bytes), MPI_BYTE, 0, tag, session.world(), &request),
+                        "MPI_Irecv(raw mpi)");
     }
   }
   for (int done = 0; !done;) {
-    MPI_Testall(slots, requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (!done) wait_a_little(deadline);
+    sluice::check_mpi(MPI_Testall(slots, requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall(raw mpi)");
+    if (!done) wait_a_little(session, deadline);
   }
   const double per_message = seconds_since(start) / n;
   const int result_tag = 0x2a00;

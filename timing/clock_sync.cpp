@@ -20,8 +20,8 @@ void wait_for(const MpiSession& session, MPI_Request& request, Deadline deadline
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline) {
-      MPI_Cancel(&request);
-      MPI_Request_free(&request);
+      check_mpi_or_warn(MPI_Cancel(&request), "MPI_Cancel(clock alignment)");
+      check_mpi_or_warn(MPI_Request_free(&request), "MPI_Request_free(clock alignment)");
       throw TransportError(std::string("clock alignment: timed out waiting for ") + what + " of " +
                            session.describe(peer) + ": it died, hung or never reached the alignment");
     }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -112,6 +113,15 @@ std::string check_existing_cache(const fs::path& dir, const std::string& fingerp
   return "";
 }
 
+// A send nobody will take any more (the job is past the exchange it served): cancelled and
+// released; a failure is logged, since the prep result is already decided.
+void cancel_request(MPI_Request& request, const char* what) {
+  const std::string cancel = std::string("MPI_Cancel(") + what + ")";
+  const std::string release = std::string("MPI_Request_free(") + what + ")";
+  check_mpi_or_warn(MPI_Cancel(&request), cancel.c_str());
+  check_mpi_or_warn(MPI_Request_free(&request), release.c_str());
+}
+
 json heartbeat(const BuildProgress& progress) {
   return {{"items", progress.items.load()},
           {"audio_ms", progress.audio_ms.load()},
@@ -203,13 +213,14 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, do
       for (int r = 1; r < size; ++r) {
         auto text = std::make_unique<std::string>("ping");
         MPI_Request request;
-        MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, r, tag_ping,
-                  session.world(), &request);
+        check_mpi(MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, r, tag_ping,
+                            session.world(), &request),
+                  "MPI_Isend(ping)");
         pings.emplace_back(request, std::move(text));
       }
       for (auto it = pings.begin(); it != pings.end();) {
         int done = 0;
-        MPI_Test(&it->first, &done, MPI_STATUS_IGNORE);
+        check_mpi(MPI_Test(&it->first, &done, MPI_STATUS_IGNORE), "MPI_Test(ping)");
         it = done ? pings.erase(it) : it + 1;
       }
     }
@@ -229,7 +240,7 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, do
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   line.finish();
-  for (auto& [request, text] : pings) MPI_Cancel(&request), MPI_Request_free(&request);
+  for (auto& ping : pings) cancel_request(ping.first, "ping");
   return results;
 }
 
@@ -253,11 +264,14 @@ int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, 
     drain_pings();
     if (seconds_since(last_beat) >= interval_s) {
       int done = 1;
-      if (beat_request != MPI_REQUEST_NULL) MPI_Test(&beat_request, &done, MPI_STATUS_IGNORE);
+      if (beat_request != MPI_REQUEST_NULL) {
+        check_mpi(MPI_Test(&beat_request, &done, MPI_STATUS_IGNORE), "MPI_Test(heartbeat)");
+      }
       if (done) {
         beat_text = heartbeat(builder.progress()).dump();
-        MPI_Isend(beat_text.data(), static_cast<int>(beat_text.size()), MPI_CHAR, 0, tag_heartbeat,
-                  session.world(), &beat_request);
+        check_mpi(MPI_Isend(beat_text.data(), static_cast<int>(beat_text.size()), MPI_CHAR, 0, tag_heartbeat,
+                            session.world(), &beat_request),
+                  "MPI_Isend(heartbeat)");
         last_beat = Clock::now();
       }
     }
@@ -271,7 +285,7 @@ int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, 
     std::string payload;
     int sender = -1;
     if (try_receive_string(session, tag_outcome, payload, sender)) {
-      if (beat_request != MPI_REQUEST_NULL) MPI_Cancel(&beat_request), MPI_Request_free(&beat_request);
+      if (beat_request != MPI_REQUEST_NULL) cancel_request(beat_request, "heartbeat");
       return std::stoi(payload);
     }
     drain_pings();
@@ -379,24 +393,19 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
 int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
                const json& out_settings, const json& vocabulary_json, Clock::time_point started);
 
-}  // namespace
-
-int run_prep(const MpiSession& session, const config::Config& config) {
-  const auto started = Clock::now();
-  const double timeout_s = config.number("runtime.timeout_s");
-  check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
-  const fs::path dir = config.string("cache.dir");
+// The shard builder's settings from the config; threads default to the cores this rank may use
+// (when ranks share a node unbound, a share of them).
+BuildSettings build_settings(const MpiSession& session, const config::Config& config) {
   BuildSettings settings;
   settings.mel = mel_config(config);
   settings.text = text_config(config);
   settings.tokenizer = config.string("text.tokenizer");
   settings.min_seconds = config.number("prep.min_seconds");
   settings.max_seconds = config.number("prep.max_seconds");
-  settings.cache_dir = dir;
+  settings.cache_dir = config.string("cache.dir");
   settings.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
   settings.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));
   const int64_t threads = config.integer("prep.threads");
-  // Default: the cores this rank may use; when ranks share a node unbound, a share of them.
   const int cores = usable_cores();
   const int share = cores >= static_cast<int>(std::thread::hardware_concurrency()) ? cores / session.local_size() : cores;
   settings.threads = threads > 0 ? static_cast<int>(threads) : std::max(1, share);
@@ -408,26 +417,15 @@ int run_prep(const MpiSession& session, const config::Config& config) {
     throw ConfigError("prep.min_seconds (" + std::to_string(settings.min_seconds) +
                       ") must be below prep.max_seconds (" + std::to_string(settings.max_seconds) + ")");
   }
+  return settings;
+}
 
-  const dataset::Vocabulary vocabulary = settings.tokenizer == "phonemes"
-                                             ? dataset::Vocabulary::builtin_phonemes()
-                                             : dataset::Vocabulary::builtin_characters();
-  const json vocabulary_json = vocabulary.to_json();
-  json out_settings = output_settings(config);
-  if (settings.tokenizer == "phonemes") {
-    // Phoneme strings change with espeak-ng's version and data: a new espeak is a new cache.
-    out_settings["text"]["phonemizer"] = dataset::Phonemizer().engine_version();
-  }
-
-  // 1. The listing: every rank reads it; it is deterministic.
-  const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
-  if (session.rank() == 0) {
-    logger()->info("corpus {} ({}): {} rows; {} rank(s) x {} thread(s)", listing.listing_file.string(),
-                   listing.format, listing.items.size(), session.size(), settings.threads);
-    fs::create_directories(dir);
-  }
-
-  // 2-3. Probe, plan, broadcast.
+// Steps 2-3: every rank probes its share of the audio headers; rank 0 plans the shards (or
+// refuses an existing cache made from other inputs) and broadcasts the plan. nullopt: refused.
+std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::Config& config,
+                                      const dataset::CorpusListing& listing, const json& out_settings,
+                                      const json& vocabulary_json, double timeout_s) {
+  const fs::path dir = config.string("cache.dir");
   const auto shares = gather_strings(session, probe_share(listing, session.rank(), session.size()).dump(),
                                      tag_probe, timeout_s, "audio header probes");
   std::string plan_text;
@@ -450,25 +448,63 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   const json message = json::parse(broadcast_string(session, plan_text, tag_plan, timeout_s, "the prep plan"));
   if (message.contains("refuse")) {
     if (session.rank() == 0) logger()->error("{}", message["refuse"].get<std::string>());
-    return prep_refused;
+    return std::nullopt;
   }
-  const PrepPlan plan = PrepPlan::from_json(message["plan"]);
+  return PrepPlan::from_json(message["plan"]);
+}
 
-  // 4. This rank's shards.
-  std::vector<int64_t> mine;
-  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
-    if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
-  }
-  // Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
+// Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
+timing::RankTimeline prep_timeline(const MpiSession& session, const config::Config& config, int threads,
+                                   double timeout_s) {
   timing::RankTimeline identity;
   identity.job = "prep";
   identity.rank = session.rank();
   identity.world_size = session.size();
   identity.host = session.host();
   identity.role = "prep";
-  identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", settings.threads},
+  identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", threads},
                        {"runtime.timeout_s", timeout_s}};
-  RankTiming rank_timing(session, config, std::move(identity));
+  return identity;
+}
+
+}  // namespace
+
+int run_prep(const MpiSession& session, const config::Config& config) {
+  const auto started = Clock::now();
+  const double timeout_s = config.number("runtime.timeout_s");
+  check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
+  const fs::path dir = config.string("cache.dir");
+  BuildSettings settings = build_settings(session, config);
+
+  const dataset::Vocabulary vocabulary = settings.tokenizer == "phonemes"
+                                             ? dataset::Vocabulary::builtin_phonemes()
+                                             : dataset::Vocabulary::builtin_characters();
+  const json vocabulary_json = vocabulary.to_json();
+  json out_settings = output_settings(config);
+  if (settings.tokenizer == "phonemes") {
+    // Phoneme strings change with espeak-ng's version and data: a new espeak is a new cache.
+    out_settings["text"]["phonemizer"] = dataset::Phonemizer().engine_version();
+  }
+
+  // 1. The listing: every rank reads it; it is deterministic.
+  const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+  if (session.rank() == 0) {
+    logger()->info("corpus {} ({}): {} rows; {} rank(s) x {} thread(s)", listing.listing_file.string(),
+                   listing.format, listing.items.size(), session.size(), settings.threads);
+    fs::create_directories(dir);
+  }
+
+  // 2-3. Probe, plan, broadcast.
+  const std::optional<PrepPlan> agreed = agree_on_plan(session, config, listing, out_settings, vocabulary_json, timeout_s);
+  if (!agreed) return prep_refused;
+  const PrepPlan& plan = *agreed;
+
+  // 4. This rank's shards.
+  std::vector<int64_t> mine;
+  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
+    if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
+  }
+  RankTiming rank_timing(session, config, prep_timeline(session, config, settings.threads, timeout_s));
   settings.rank = session.rank();
   settings.delay = rank_timing.delay();
 

@@ -12,6 +12,27 @@ namespace {
 constexpr size_t alignment = 64;
 size_t align(size_t offset) { return (offset + alignment - 1) / alignment * alignment; }
 
+void check_header_fits(size_t size) {
+  if (size < sizeof(BatchHeader)) {
+    throw DataError("received " + std::to_string(size) + " bytes, less than a batch header");
+  }
+}
+
+// The layout `header` describes, once it is known to be a batch of this version that `size`
+// bytes hold. `end_of_stream_allowed`: a header-only end-of-stream message passes too.
+BatchLayout checked_layout(const BatchHeader& header, size_t size, bool end_of_stream_allowed) {
+  if (header.magic != BatchHeader::expected_magic || header.version != 1) {
+    throw DataError("received bytes that are not a sluice batch (bad magic or version): "
+                    "data and model ranks run different sluice builds?");
+  }
+  const BatchLayout layout = BatchLayout::of(header.batch_size, header.max_tokens, header.max_frames, header.n_mels);
+  if (!(end_of_stream_allowed && header.end_of_stream) && size < layout.total) {
+    throw DataError("batch of step " + std::to_string(header.step) + " is " + std::to_string(size) +
+                    " bytes, its header says " + std::to_string(layout.total));
+  }
+  return layout;
+}
+
 }  // namespace
 
 BatchLayout BatchLayout::of(int32_t batch_size, int32_t max_tokens, int32_t max_frames, int32_t n_mels) {
@@ -26,22 +47,21 @@ BatchLayout BatchLayout::of(int32_t batch_size, int32_t max_tokens, int32_t max_
   return layout;
 }
 
+size_t batch_bytes(const BucketShape& bucket, int32_t n_mels) {
+  if (n_mels < 1) throw Error(ErrorKind::internal, "n_mels " + std::to_string(n_mels) + " must be at least 1");
+  return BatchLayout::of(bucket, n_mels).total;
+}
+
+size_t max_batch_bytes(const BatchPlan& plan, int32_t n_mels) {
+  size_t largest = 0;
+  for (const BucketShape& bucket : plan.buckets()) largest = std::max(largest, batch_bytes(bucket, n_mels));
+  return largest;
+}
+
 BatchPointers BatchPointers::of(const void* bytes, size_t size) {
-  const auto* base = static_cast<const std::byte*>(bytes);
-  if (size < sizeof(BatchHeader)) {
-    throw TransportError("received " + std::to_string(size) + " bytes, less than a batch header");
-  }
-  const auto* header = reinterpret_cast<const BatchHeader*>(base);
-  if (header->magic != BatchHeader::expected_magic || header->version != 1) {
-    throw TransportError("received bytes that are not a sluice batch (bad magic or version): "
-                         "data and model ranks run different sluice builds?");
-  }
-  const BatchLayout layout =
-      BatchLayout::of(header->batch_size, header->max_tokens, header->max_frames, header->n_mels);
-  if (!header->end_of_stream && size < layout.total) {
-    throw TransportError("batch of step " + std::to_string(header->step) + " is " + std::to_string(size) +
-                         " bytes, its header says " + std::to_string(layout.total));
-  }
+  check_header_fits(size);
+  const auto* header = static_cast<const BatchHeader*>(bytes);
+  checked_layout(*header, size, true);
   return at(bytes, *header);
 }
 
@@ -58,20 +78,10 @@ BatchPointers BatchPointers::at(const void* bytes, const BatchHeader& header) {
 
 DeviceBatch DeviceBatch::of(const void* device_bytes, size_t size, CopyToHost copy_to_host) {
   DeviceBatch batch;
-  if (size < sizeof(BatchHeader)) {
-    throw TransportError("received " + std::to_string(size) + " bytes, less than a batch header");
-  }
+  check_header_fits(size);
   BatchHeader header;
   copy_to_host(&header, device_bytes, sizeof(header));
-  if (header.magic != BatchHeader::expected_magic || header.version != 1) {
-    throw TransportError("received bytes that are not a sluice batch (bad magic or version): "
-                         "data and model ranks run different sluice builds?");
-  }
-  const BatchLayout layout = BatchLayout::of(header.batch_size, header.max_tokens, header.max_frames, header.n_mels);
-  if (size < layout.total) {
-    throw TransportError("batch of step " + std::to_string(header.step) + " is " + std::to_string(size) +
-                         " bytes, its header says " + std::to_string(layout.total));
-  }
+  const BatchLayout layout = checked_layout(header, size, false);  // the transports deliver no end of stream
   batch.host_prefix.resize(layout.tokens);
   copy_to_host(batch.host_prefix.data(), device_bytes, layout.tokens);
   batch.host = BatchPointers::at(batch.host_prefix.data(), header);

@@ -1,5 +1,6 @@
 #pragma once
 // One padded batch as bytes: the unit a data rank collates and a transport moves to a model rank.
+// Depends on the batch plan (a bucket's padded shape), never the other way round.
 //
 // Layout (every section 64-byte aligned, so the model can wrap each as a tensor in place):
 //   BatchHeader | sample indices int64 [B] | token_lens int32 [B] | mel_lens int32 [B] |
@@ -45,8 +46,15 @@ struct BatchLayout {
   }
 };
 
-// Pointers into a batch's bytes (which the caller keeps alive). Throws TransportError when the
-// bytes are not a batch of this version or are shorter than the header says.
+// Bytes of one batch of `bucket`'s padded shape with `n_mels` bins (n_mels >= 1).
+size_t batch_bytes(const BucketShape& bucket, int32_t n_mels);
+// The largest batch of any bucket of `plan`, as the transport sends it. The same in every epoch
+// (the shapes are the split's), so receive slots are sized once.
+size_t max_batch_bytes(const BatchPlan& plan, int32_t n_mels);
+
+// Pointers into a batch's bytes (which the caller keeps alive). Throws DataError when the bytes
+// are not a batch of this version (data and model ranks run different builds) or are shorter
+// than the header says: the bytes arrived, but they are not what the plan promised.
 struct BatchPointers {
   const BatchHeader* header;
   const int64_t* indices;
@@ -70,7 +78,7 @@ struct DeviceBatch {
   BatchPointers device{};  // every section's device address
 
   using CopyToHost = void (*)(void* host, const void* device, size_t bytes);
-  // Two small copies (the header, then the sections before the tokens). Throws TransportError as
+  // Two small copies (the header, then the sections before the tokens). Throws DataError as
   // BatchPointers::of does.
   static DeviceBatch of(const void* device_bytes, size_t size, CopyToHost copy_to_host);
 };

@@ -1,7 +1,6 @@
 #include "runtime/train/batch_plan.h"
 
 #include "common/splitmix64.h"
-#include "runtime/train/batch_buffer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -335,17 +334,6 @@ int64_t BatchPlan::global_step(PlanPosition at) const {
                    " steps per epoch");
   }
   return at.epoch * steps() + at.step;
-}
-
-size_t BatchPlan::batch_bytes(const BucketShape& bucket, int n_mels) {
-  if (n_mels < 1) internal_error("n_mels " + std::to_string(n_mels) + " must be at least 1");
-  return BatchLayout::of(bucket, n_mels).total;  // one definition of a batch's bytes
-}
-
-size_t BatchPlan::max_batch_bytes(int n_mels) const {
-  size_t largest = 0;
-  for (const auto& bucket : buckets_) largest = std::max(largest, batch_bytes(bucket, n_mels));
-  return largest;
 }
 
 std::string BatchPlan::summary() const {

@@ -122,12 +122,6 @@ class BatchPlan {
   // Steps trained before `at` since (0, 0): epoch * steps() + step (for schedules and logs).
   int64_t global_step(PlanPosition at) const;
 
-  // The largest batch of any bucket in bytes, as the transport sends it (runtime/train/batch_buffer.h:
-  // header + indices + lengths + tokens + mels, 64-byte aligned). The same in every epoch, so
-  // receive slots are sized once.
-  size_t max_batch_bytes(int n_mels) const;
-  static size_t batch_bytes(const BucketShape& bucket, int n_mels);
-
   // 32 hex digits over everything that defines the plan except the epoch (split, settings,
   // model ranks): a checkpoint's position is valid for a plan with the same fingerprint.
   const std::string& fingerprint() const { return fingerprint_; }

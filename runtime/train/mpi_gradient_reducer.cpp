@@ -14,14 +14,14 @@ namespace sluice::runtime {
 
 MpiGradientReducer::MpiGradientReducer(MPI_Comm model_comm, double timeout_s, std::string names)
     : comm_(model_comm), timeout_s_(timeout_s), names_(std::move(names)) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank(model ranks)");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size(model ranks)");
 }
 
 MpiGradientReducer::~MpiGradientReducer() {
   // Requests left by an error: the job is ending; freeing them lets MPI_Finalize proceed.
   for (auto& request : pending_) {
-    if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+    if (request != MPI_REQUEST_NULL) check_mpi_or_warn(MPI_Request_free(&request), "MPI_Request_free(gradient all-reduce)");
   }
 }
 
@@ -30,7 +30,8 @@ void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* wh
   const Deadline deadline = deadline_after(timeout_s_);
   while (!requests.empty()) {
     int done = 0;
-    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall(gradient all-reduce)");
     if (done) break;
     if (std::chrono::steady_clock::now() > deadline) {
       throw TransportError(std::string("timed out after ") + std::to_string(timeout_s_) + " s in the " +
@@ -50,8 +51,9 @@ void MpiGradientReducer::all_reduce_sum(float* data, size_t count) {
     // MPI counts are int: split reductions larger than 2^31 - 1 elements.
     const size_t piece = std::min(count - offset, static_cast<size_t>(INT_MAX));
     requests.emplace_back();
-    MPI_Iallreduce(MPI_IN_PLACE, data + offset, static_cast<int>(piece), MPI_FLOAT, MPI_SUM, comm_,
-                   &requests.back());
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + offset, static_cast<int>(piece), MPI_FLOAT, MPI_SUM, comm_,
+                             &requests.back()),
+              "MPI_Iallreduce(gradients)");
     offset += piece;
   }
   wait(requests, "gradient all-reduce");
@@ -76,11 +78,13 @@ void MpiGradientReducer::start(int /*bucket_id*/, float* data, size_t count) {
   if (first_start_ns_ < 0) first_start_ns_ = timing::now_ns();
   pending_bytes_ += static_cast<int64_t>(count * sizeof(float));
   pending_.emplace_back();
-  MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &pending_.back());
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &pending_.back()),
+            "MPI_Iallreduce(gradient bucket)");
   // Open MPI progresses non-blocking collectives only inside MPI calls; testing here, once per
   // bucket, moves the earlier buckets along while backward computes the next ones.
   int done = 0;
-  MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
+  check_mpi(MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE),
+            "MPI_Testall(gradient buckets)");
 }
 
 void MpiGradientReducer::wait_all() {

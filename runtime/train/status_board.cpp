@@ -40,8 +40,9 @@ StatusBoard::~StatusBoard() {
   // for an eager send, which has completed locally by the time the job ends).
   if (pending_ != MPI_REQUEST_NULL) {
     int done = 0;
-    MPI_Test(&pending_, &done, MPI_STATUS_IGNORE);
-    if (!done) MPI_Request_free(&pending_);
+    if (check_mpi_or_warn(MPI_Test(&pending_, &done, MPI_STATUS_IGNORE), "MPI_Test(status)") && !done) {
+      check_mpi_or_warn(MPI_Request_free(&pending_), "MPI_Request_free(status)");
+    }
   }
 }
 
@@ -74,12 +75,13 @@ void StatusBoard::post(const RankStatus& status) {
   }
   if (pending_ != MPI_REQUEST_NULL) {
     int done = 0;
-    MPI_Test(&pending_, &done, MPI_STATUS_IGNORE);
+    check_mpi(MPI_Test(&pending_, &done, MPI_STATUS_IGNORE), "MPI_Test(status)");
     if (!done) return;  // rank 0 has not taken the last one yet: skip this one
   }
   outgoing_ = to_json(status).dump();
-  MPI_Isend(outgoing_.data(), static_cast<int>(outgoing_.size()), MPI_CHAR, 0, status_tag, session_.world(),
-            &pending_);
+  check_mpi(MPI_Isend(outgoing_.data(), static_cast<int>(outgoing_.size()), MPI_CHAR, 0, status_tag,
+                      session_.world(), &pending_),
+            "MPI_Isend(status)");
 }
 
 std::string StatusBoard::render(const std::map<int, RankStatus>& statuses, const MpiSession& session) {

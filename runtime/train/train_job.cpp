@@ -684,7 +684,7 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
 
   transport::ChannelOptions channel;
   channel.slots = static_cast<int>(config.integer("train.credits"));
-  channel.slot_bytes = setup.schedule->epoch(0)->max_batch_bytes(reader.n_mels());
+  channel.slot_bytes = max_batch_bytes(*setup.schedule->epoch(0), reader.n_mels());
   channel.timeout_s = timeout_s;
 
   // Timing: every rank records its stages; clocks are aligned to rank 0's at start and at end.

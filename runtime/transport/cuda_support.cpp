@@ -13,12 +13,6 @@
 namespace sluice::transport::detail {
 namespace {
 
-int current_device() {
-  int device = -1;
-  if (cudaGetDevice(&device) != cudaSuccess) return -1;
-  return device;
-}
-
 void log_cuda(cudaError_t code, const char* what) {
   if (code != cudaSuccess) log::get("runtime")->warn("{}: {}", what, cudaGetErrorString(code));
 }
@@ -58,14 +52,6 @@ bool has_primary_context(int device) {
 }
 
 }  // namespace
-
-void cuda_check(cudaError_t code, const char* call, const char* file, int line) {
-  if (code == cudaSuccess) return;
-  (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed for it
-  throw TransportError(std::string(call) + " failed on CUDA device " + std::to_string(current_device()) + ": " +
-                       cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ") at " + file + ":" +
-                       std::to_string(line));
-}
 
 bool event_done(cudaEvent_t event) {
   const cudaError_t state = cudaEventQuery(event);
@@ -110,15 +96,6 @@ DeviceSlots::~DeviceSlots() {
 }
 
 #if SLUICE_HAVE_NCCL
-
-void nccl_check(ncclResult_t code, const char* call, const char* file, int line, ncclComm_t comm) {
-  if (code == ncclSuccess) return;
-  std::string text = std::string(call) + " failed on CUDA device " + std::to_string(current_device()) + ": " +
-                     ncclGetErrorString(code);
-  const char* last = ncclGetLastError(comm);
-  if (last != nullptr && *last != '\0') text += std::string(" (") + last + ")";
-  throw TransportError(text + " at " + file + ":" + std::to_string(line));
-}
 
 NcclComm::NcclComm(const ncclUniqueId& id, int nranks, int rank, Deadline deadline, const std::string& peer) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

@@ -1,7 +1,7 @@
 #pragma once
-// Private to runtime/transport, compiled when SLUICE_HAVE_CUDA: the one layer where CUDA and
-// NCCL return codes become TransportError (the message names the call, file:line and device),
-// and RAII handles for the few CUDA objects the GPU transports own. Destructors log, never throw.
+// Private to runtime/transport, compiled when SLUICE_HAVE_CUDA: RAII handles for the few CUDA
+// objects the GPU transports own. Destructors log, never throw. CUDA and NCCL return codes become
+// TransportError in cuda_check.h (public: measure/ uses the same layer).
 #if SLUICE_HAVE_CUDA
 
 #include <cstddef>
@@ -10,15 +10,13 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/transport/channel_support.h"
+#include "runtime/transport/cuda_check.h"
 
 #if SLUICE_HAVE_NCCL
 #include <nccl.h>
 #endif
 
 namespace sluice::transport::detail {
-
-void cuda_check(cudaError_t code, const char* call, const char* file, int line);
-#define SLUICE_CUDA_CHECK(call) ::sluice::transport::detail::cuda_check((call), #call, __FILE__, __LINE__)
 
 // cudaEventQuery as a poll: true when done, false when not yet; throws on an error.
 bool event_done(cudaEvent_t event);
@@ -84,15 +82,6 @@ class DeviceSlots {
 };
 
 #if SLUICE_HAVE_NCCL
-void nccl_check(ncclResult_t code, const char* call, const char* file, int line, ncclComm_t comm = nullptr);
-// For calls on a non-blocking communicator: ncclInProgress is not an error.
-#define SLUICE_NCCL_CHECK(call, comm)                                                     \
-  do {                                                                                    \
-    const ncclResult_t sluice_nccl_result = (call);                                       \
-    if (sluice_nccl_result != ncclInProgress)                                             \
-      ::sluice::transport::detail::nccl_check(sluice_nccl_result, #call, __FILE__, __LINE__, (comm)); \
-  } while (0)
-
 // A non-blocking NCCL communicator (ncclConfig_t::blocking = 0): creating it and every operation
 // can be polled against a deadline, and abort() cuts a hung one loose.
 class NcclComm {

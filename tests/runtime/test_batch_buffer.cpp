@@ -58,15 +58,15 @@ TEST(BatchBuffer, CollateRoundTripWithZeroPadding) {
 
 TEST(BatchBuffer, RejectsWhatIsNotABatch) {
   std::vector<std::byte> junk(200, std::byte{7});
-  EXPECT_THROW(BatchPointers::of(junk.data(), junk.size()), TransportError);
-  EXPECT_THROW(BatchPointers::of(junk.data(), 8), TransportError);
+  EXPECT_THROW(BatchPointers::of(junk.data(), junk.size()), DataError);
+  EXPECT_THROW(BatchPointers::of(junk.data(), 8), DataError);
   BucketShape shape;
   shape.batch_size = 1;
   shape.max_tokens = 8;
   shape.max_frames = 8;
   BatchBytes bytes;
   collate({sample(1, 8, 8, 2)}, shape, 2, 0, 0, 0, bytes);
-  EXPECT_THROW(BatchPointers::of(bytes.data(), bytes.size() - 4), TransportError);
+  EXPECT_THROW(BatchPointers::of(bytes.data(), bytes.size() - 4), DataError);
   EXPECT_THROW(collate({sample(1, 9, 8, 2)}, shape, 2, 0, 0, 0, bytes), Error);
 }
 
@@ -93,9 +93,28 @@ TEST(BatchBuffer, DeviceBatchReadsHeaderAndLengthsThroughTheCopy) {
   EXPECT_NE(static_cast<const void*>(batch.host.header), static_cast<const void*>(bytes.data()));
   EXPECT_EQ(reinterpret_cast<const std::byte*>(batch.device.mels), bytes.data() + layout.mels);
   EXPECT_EQ(reinterpret_cast<const std::byte*>(batch.device.tokens), bytes.data() + layout.tokens);
-  EXPECT_THROW(DeviceBatch::of(bytes.data(), bytes.size() - 1, copy), TransportError);
+  EXPECT_THROW(DeviceBatch::of(bytes.data(), bytes.size() - 1, copy), DataError);
   bytes[0] = std::byte{0};
-  EXPECT_THROW(DeviceBatch::of(bytes.data(), bytes.size(), copy), TransportError);
+  EXPECT_THROW(DeviceBatch::of(bytes.data(), bytes.size(), copy), DataError);
+}
+
+TEST(BatchBuffer, MaxBatchBytesCoversTheLargestBucket) {
+  std::vector<PlanSample> split;
+  for (int64_t i = 0; i < 16; ++i) split.push_back({i, 100, 20});   // F 104, T 24
+  for (int64_t i = 16; i < 32; ++i) split.push_back({i, 300, 10});  // F 304, T 16
+  BatchPlanConfig config;
+  config.bucket_edges = {100};
+  config.batch_size = 4;
+  const BatchPlan plan = BatchPlan::build(split, config, 2, 0);
+  ASSERT_EQ(plan.buckets().size(), 2u);
+  // Header (64) | indices 4x8 | token_lens 4x4 | mel_lens 4x4 | tokens 4xT x4 | mels 4xFx80 x4,
+  // each section starting on a 64-byte boundary (batch_buffer.h).
+  const size_t small = 256 + 4 * 24 * 4 + 4 * 104 * 80 * 4;  // tokens end at 640 (aligned)
+  const size_t large = 256 + 4 * 16 * 4 + 4 * 304 * 80 * 4;  // tokens end at 512 (aligned)
+  EXPECT_EQ(batch_bytes(plan.buckets()[0], 80), small);
+  EXPECT_EQ(batch_bytes(plan.buckets()[1], 80), large);
+  EXPECT_EQ(max_batch_bytes(plan, 80), large);
+  EXPECT_EQ(max_batch_bytes(plan, 80), max_batch_bytes(BatchPlan::build(split, config, 2, 7), 80));
 }
 
 }  // namespace

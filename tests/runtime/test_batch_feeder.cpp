@@ -75,7 +75,7 @@ TEST(BatchFeeder, EveryPlannedBatchOnceInOrderFromTheGivenMemory) {
 
   transport::ChannelOptions channel;
   channel.slots = 2;
-  channel.slot_bytes = schedule.epoch(0)->max_batch_bytes(reader.n_mels());
+  channel.slot_bytes = max_batch_bytes(*schedule.epoch(0), reader.n_mels());
   channel.timeout_s = 30;
   auto pair = transport::make_inproc_channel_pair(channel);
   std::vector<Received> received;

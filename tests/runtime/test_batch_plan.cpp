@@ -371,25 +371,6 @@ TEST(BatchPlan, StepsOfAllBucketsAreInterleaved) {
   EXPECT_EQ(early.size(), plan.buckets().size());
 }
 
-TEST(BatchPlan, MaxBatchBytesCoversTheLargestBucket) {
-  std::vector<PlanSample> split;
-  for (int64_t i = 0; i < 16; ++i) split.push_back({i, 100, 20});   // F 104, T 24
-  for (int64_t i = 16; i < 32; ++i) split.push_back({i, 300, 10});  // F 304, T 16
-  BatchPlanConfig config;
-  config.bucket_edges = {100};
-  config.batch_size = 4;
-  const BatchPlan plan = BatchPlan::build(split, config, 2, 0);
-  ASSERT_EQ(plan.buckets().size(), 2u);
-  // Header (64) | indices 4x8 | token_lens 4x4 | mel_lens 4x4 | tokens 4xT x4 | mels 4xFx80 x4,
-  // each section starting on a 64-byte boundary (runtime/train/batch_buffer.h).
-  const size_t small = 256 + 4 * 24 * 4 + 4 * 104 * 80 * 4;  // tokens end at 640 (aligned)
-  const size_t large = 256 + 4 * 16 * 4 + 4 * 304 * 80 * 4;  // tokens end at 512 (aligned)
-  EXPECT_EQ(BatchPlan::batch_bytes(plan.buckets()[0], 80), small);
-  EXPECT_EQ(BatchPlan::batch_bytes(plan.buckets()[1], 80), large);
-  EXPECT_EQ(plan.max_batch_bytes(80), large);
-  EXPECT_EQ(plan.max_batch_bytes(80), BatchPlan::build(split, config, 2, 7).max_batch_bytes(80));
-}
-
 TEST(BatchPlan, ResumeContinuesWithTheNextUnseenBatch) {
   const auto split = make_split(700);
   BatchPlanConfig config;

@@ -128,6 +128,12 @@ TEST(RolePlan, InvalidPlansSayWhatToChange) {
   gpu_short.gpus_per_node = 1;
   gpu_short.model_needs_gpu = true;
   EXPECT_NE(error_of(gpu_short).find("2 model ranks but 1 GPU(s)"), std::string::npos);
+  // The node short of GPUs is named, not the first node with a model rank.
+  RolePlanRequest second_node_short{{"g1", "g1", "g2", "g2", "g2"}};
+  second_node_short.gpus_per_node = 1;
+  second_node_short.model_needs_gpu = true;
+  EXPECT_NE(error_of(second_node_short).find("node g2 has 2 model ranks but 1 GPU(s)"), std::string::npos)
+      << error_of(second_node_short);
   RolePlanRequest no_gpu{{"a", "a"}};
   no_gpu.transport = "nccl";
   EXPECT_NE(error_of(no_gpu).find("needs GPUs"), std::string::npos);

@@ -40,10 +40,11 @@ inline int run_all_tests_on_every_rank(const MpiSession& session, double deadlin
   const int failed = RUN_ALL_TESTS();
   int worst = failed;
   MPI_Request request;
-  MPI_Iallreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, session.world(), &request);
+  check_mpi(MPI_Iallreduce(&failed, &worst, 1, MPI_INT, MPI_MAX, session.world(), &request),
+            "MPI_Iallreduce(test results)");
   const Deadline deadline = deadline_after(deadline_s);
   for (int done = 0; !done;) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(test results)");
     if (!done && std::chrono::steady_clock::now() > deadline) {
       std::fprintf(stderr, "[rank %d] another rank did not finish its tests within %.0f s\n", session.rank(),
                    deadline_s);
