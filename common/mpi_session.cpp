@@ -23,6 +23,45 @@ void check_mpi(int code, const char* call) {
   throw TransportError(std::string(call) + " failed: " + std::string(text, static_cast<size_t>(length)));
 }
 
+MpiCommunicator MpiCommunicator::split(MPI_Comm parent, bool member, int key, const char* what) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(parent, member ? 1 : MPI_UNDEFINED, key, &comm),
+            (std::string("MPI_Comm_split(") + what + ")").c_str());
+  return MpiCommunicator(comm);
+}
+
+MpiCommunicator::~MpiCommunicator() { free(); }
+
+MpiCommunicator::MpiCommunicator(MpiCommunicator&& other) noexcept : comm_(other.comm_) {
+  other.comm_ = MPI_COMM_NULL;
+}
+
+MpiCommunicator& MpiCommunicator::operator=(MpiCommunicator&& other) noexcept {
+  if (this != &other) {
+    free();
+    comm_ = other.comm_;
+    other.comm_ = MPI_COMM_NULL;
+  }
+  return *this;
+}
+
+void MpiCommunicator::free() noexcept {
+  if (comm_ == MPI_COMM_NULL) return;
+  int finalised = 0;
+  MPI_Finalized(&finalised);  // after MPI_Finalize there is nothing left to free
+  if (!finalised) {
+    // Local in practice: it marks the communicator for release once pending requests complete,
+    // so a failed run (a reduction still outstanding) does not wait here.
+    if (const int code = MPI_Comm_free(&comm_); code != MPI_SUCCESS) {
+      char text[MPI_MAX_ERROR_STRING];
+      int length = 0;
+      MPI_Error_string(code, text, &length);
+      log::get("common")->warn("MPI_Comm_free: {}", std::string(text, static_cast<size_t>(length)));
+    }
+  }
+  comm_ = MPI_COMM_NULL;
+}
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialised = 0;
   MPI_Initialized(&initialised);
