@@ -58,6 +58,30 @@ void check_mpi(int code, const char* call);
 // with MPI's message instead of throwing, and says whether `code` is MPI_SUCCESS.
 bool check_mpi_or_warn(int code, const char* call) noexcept;
 
+// A communicator split off another one (MPI_Comm_split), freed when the handle goes, on every
+// path: a run that fails frees it as one that succeeds does. A rank outside the split holds
+// MPI_COMM_NULL. Move-only. The destructor never throws: a failed MPI_Comm_free is logged.
+class MpiCommunicator {
+ public:
+  MpiCommunicator() = default;
+  // Collective over `parent`: every rank of it calls, members (`member` true) ordered by `key`.
+  // `what` names the communicator in errors ("the model ranks' communicator").
+  static MpiCommunicator split(MPI_Comm parent, bool member, int key, const char* what);
+  ~MpiCommunicator();
+  MpiCommunicator(MpiCommunicator&& other) noexcept;
+  MpiCommunicator& operator=(MpiCommunicator&& other) noexcept;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  MPI_Comm get() const { return comm_; }
+  bool member() const { return comm_ != MPI_COMM_NULL; }
+
+ private:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {}
+  void free() noexcept;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
 
 // Sends `payload` to `destination`, waiting for the send to complete until `deadline`.
 void send_string(const MpiSession& session, int destination, int tag, const std::string& payload,

@@ -16,6 +16,10 @@
 //     to stop after the current step; the first model rank checkpoints, the model ranks shut their
 //     feed channels, and every rank exits with train_stopped. --resume continues from there.
 // Every wait across ranks has the runtime.timeout_s deadline; a silent peer is named.
+//
+// The pieces (docs/architecture.md, "Training", has the table): train_job.cpp sets up and
+// dispatches by role; batch_feeder + data_side are the data side, model_loop the model side,
+// checkpoints the run directory's checkpoints, train_settings the typed settings.
 #include "common/config.h"
 #include "common/mpi_session.h"
 

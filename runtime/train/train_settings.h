@@ -1,13 +1,72 @@
 #pragma once
-// Typed views of the train job's sections of the one schema (runtime/settings.h).
+// The train job's settings, typed: read once from the config (runtime/settings.h holds the one
+// schema, with every default and range) and passed down, so that no piece of the job reads a
+// key by its name.
+#include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "cache/cache_reader.h"
 #include "common/config.h"
+#include "model/feature_transform.h"
+#include "model/model_config.h"
 #include "runtime/train/batch_plan.h"
 #include "runtime/train/role_plan.h"
 
 namespace sluice::runtime {
+
+struct TrainSettings {
+  std::filesystem::path run_dir;  // train.run_dir
+  std::string cache_dir;          // cache.dir
+  double timeout_s = 120;         // runtime.timeout_s: every wait across ranks
+  double status_every_s = 10;     // runtime.status_every_s
+
+  // roles.* and model.device (roles.model_needs_gpu); the hosts and GPUs of a run are added by
+  // role_plan_request().
+  RolePlanRequest roles;
+
+  BatchPlanConfig plan;                // train.* plan settings (batch_plan_config)
+  double validation_fraction = 0.05;   // train.validation_fraction
+  uint64_t validation_seed = 17;       // train.validation_seed
+  int64_t steps = 0;                   // train.steps (0: train.epochs)
+  int64_t epochs = 1;                  // train.epochs
+  int64_t log_every = 10;              // train.log_every
+  int64_t validation_every = 100;      // train.validation_every (0: only at the end)
+  int64_t checkpoint_every = 200;      // train.checkpoint_every (0: only at the end)
+
+  // The feed.
+  int credits = 3;                  // train.credits: slots of a model rank
+  int reader_threads = 2;           // train.reader_threads
+  int read_ahead = 4;               // train.read_ahead
+  bool replay_from_memory = false;  // train.replay_from_memory
+
+  // model.* (vocabulary, n_mels and device are the cache's and the rank's: see model_loop.cpp)
+  // and optim.*; train.seed seeds the model and dropout.
+  model::ModelConfig model;
+  bool bf16 = true;  // model.bf16: autocast on a GPU
+  model::OptimizerConfig optimizer;
+  uint64_t seed = 1234;
+
+  // train.normalize_mels and the masks (seeded by train.seed); the statistics come from the cache
+  // (feature_settings()).
+  bool normalize_mels = false;
+  model::FeatureTransformSettings features;
+
+  static TrainSettings read(const config::Config& config);
+
+  // model.device: cuda.
+  bool model_on_gpu() const { return roles.model_needs_gpu; }
+
+  // The role-plan request for these hosts (index = rank) and the GPUs visible on each node.
+  RolePlanRequest role_plan_request(std::vector<std::string> hosts, int gpus_per_node) const;
+  // The global step the run ends at: train.steps, else train.epochs whole epochs.
+  int64_t end_step(int64_t steps_per_epoch) const;
+};
+
+// The feature transform's settings with the cache's mel statistics when train.normalize_mels is
+// on. Throws ConfigError when the cache has none.
+model::FeatureTransformSettings feature_settings(const TrainSettings& settings, const cache::CacheReader& reader);
 
 // train.*: the batch plan settings (bucket edges, batch size or frame budget, seed, padding).
 BatchPlanConfig batch_plan_config(const config::Config& config);

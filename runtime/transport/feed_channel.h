@@ -37,6 +37,7 @@
 // GPU transports move bytes on a CUDA stream and are not affected.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -109,6 +110,13 @@ class ReceiveChannel {
   // Shutdown: tells the sender to stop; batches not yet received are dropped. Idempotent.
   virtual void close() = 0;
   virtual ChannelStats stats() const = 0;
+};
+
+// Both ends of one channel, made in one process (inproc, nccl loopback): a data thread sends,
+// the trainer's thread receives.
+struct ChannelPair {
+  std::unique_ptr<SendChannel> sender;
+  std::unique_ptr<ReceiveChannel> receiver;
 };
 
 }  // namespace sluice::transport

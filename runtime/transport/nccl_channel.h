@@ -15,7 +15,6 @@
 #include <memory>
 
 #include "runtime/transport/feed_channel.h"
-#include "runtime/transport/inproc_channel.h"
 
 namespace sluice {
 class MpiSession;

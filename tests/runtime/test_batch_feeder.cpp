@@ -1,7 +1,8 @@
 // The data side of `sluice train` on a real cache written by the cache library: every planned
-// batch arrives once, in plan order, across an epoch boundary; the host-work hook changes what is
-// sent; and every batch lives in the memory resource the feeder is given (pinned memory on a GPU
-// data rank; a counting resource here), none on the default heap.
+// batch arrives once, in plan order, across an epoch boundary; the batch work's host hook changes
+// what is sent and its to_send() replaces what is sent; and every batch lives in the memory
+// resource the feeder is given (pinned memory on a GPU data rank; a counting resource here), none
+// on the default heap.
 #include <atomic>
 #include <memory_resource>
 #include <thread>
@@ -13,7 +14,7 @@
 #include "cache_test_util.h"
 #include "runtime/train/batch_buffer.h"
 #include "runtime/train/batch_feeder.h"
-#include "runtime/transport/inproc_channel.h"
+#include "runtime/transport/feed_factory.h"
 
 namespace sluice::runtime {
 namespace {
@@ -34,6 +35,29 @@ class CountingResource final : public std::pmr::memory_resource {
     std::pmr::new_delete_resource()->deallocate(pointer, bytes, alignment);
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+};
+
+// Marks each batch with its global step in the reader threads (host work), and sends every
+// other batch from a copy of its own (as a GPU data rank sends its upload).
+class MarkingWork final : public BatchWork {
+ public:
+  std::atomic<int64_t> to_send_calls{0}, moved{0};
+
+  void on_collated(BatchBytes& bytes, int64_t global) override {
+    const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
+    const_cast<float*>(batch.mels)[0] = 1000.0f + static_cast<float>(global);
+  }
+  const void* to_send(const BatchBytes& bytes, int64_t global, int) override {
+    ++to_send_calls;
+    if (global % 2 == 0) return nullptr;  // the host bytes as they are
+    copy_.assign(bytes.begin(), bytes.end());
+    const_cast<float*>(BatchPointers::of(copy_.data(), copy_.size()).mels)[0] += 0.5f;  // sent from here
+    ++moved;
+    return copy_.data();
+  }
+
+ private:
+  std::vector<std::byte> copy_;  // the channel copies before send() returns
 };
 
 struct Received {
@@ -62,22 +86,14 @@ TEST(BatchFeeder, EveryPlannedBatchOnceInOrderFromTheGivenMemory) {
   options.reader_threads = 2;
   options.read_ahead = 2;
   options.batch_memory = &batches;
-  // Host work in the reader threads: mark each batch with its global step.
-  options.on_collated = [](BatchBytes& bytes, int64_t global) {
-    const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
-    const_cast<float*>(batch.mels)[0] = 1000.0f + static_cast<float>(global);
-  };
-  std::atomic<int64_t> to_send_calls{0};
-  options.to_send = [&](const BatchBytes& bytes, int64_t, int) -> const void* {
-    ++to_send_calls;
-    return bytes.data();
-  };
+  MarkingWork work;
+  options.work = &work;
 
   transport::ChannelOptions channel;
   channel.slots = 2;
   channel.slot_bytes = max_batch_bytes(*schedule.epoch(0), reader.n_mels());
   channel.timeout_s = 30;
-  auto pair = transport::make_inproc_channel_pair(channel);
+  auto pair = transport::make_channel_pair("inproc", -1, channel);
   std::vector<Received> received;
   std::thread model([&] {
     while (auto batch = pair.receiver->receive()) {
@@ -93,7 +109,9 @@ TEST(BatchFeeder, EveryPlannedBatchOnceInOrderFromTheGivenMemory) {
   std::pmr::set_default_resource(previous_default);
 
   EXPECT_EQ(stats.batches, steps);
-  EXPECT_EQ(to_send_calls.load(), steps);
+  EXPECT_EQ(work.to_send_calls.load(), steps);
+  EXPECT_EQ(work.moved.load(), steps / 2);
+  EXPECT_GT(stats.device_s, 0.0);  // the moved batches' time in to_send
   ASSERT_EQ(static_cast<int64_t>(received.size()), steps);
   for (int64_t global = 0; global < steps; ++global) {
     const Received& got = received[static_cast<size_t>(global)];
@@ -101,7 +119,7 @@ TEST(BatchFeeder, EveryPlannedBatchOnceInOrderFromTheGivenMemory) {
     EXPECT_EQ(got.epoch, at.epoch);
     EXPECT_EQ(got.step, at.step);
     EXPECT_EQ(got.indices, schedule.epoch(at.epoch)->batch(at.step, 0).samples) << "global step " << global;
-    EXPECT_EQ(got.first_mel, 1000.0f + static_cast<float>(global));
+    EXPECT_EQ(got.first_mel, 1000.0f + static_cast<float>(global) + (global % 2 == 0 ? 0.0f : 0.5f));
   }
   EXPECT_GE(batches.allocations.load(), steps);  // one buffer per collated batch
   EXPECT_EQ(batches.live_bytes.load(), 0);       // and every one given back

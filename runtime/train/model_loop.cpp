@@ -1,0 +1,469 @@
+#include "runtime/train/model_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/stop_signal.h"
+#include "model/device_facts.h"
+#include "model/trainer.h"
+#include "runtime/train/batch_assembler.h"
+#include "runtime/train/batch_views.h"
+#include "runtime/train/checkpoints.h"
+#include "runtime/transport/device_memory.h"
+#include "timing/span_recorder.h"
+
+namespace sluice::runtime {
+namespace {
+
+using nlohmann::json;
+
+std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
+
+// Batches collated once per bucket and kept in memory: the baseline of the input-pipeline
+// efficiency benchmark (train.replay_from_memory). Same shapes in the same order as the real
+// feed, no cache reads, no transport. On a GPU model rank (`gpu` >= 0) the batches are uploaded
+// once and stay in device memory, as a fed batch arrives there.
+class ReplayBatches {
+ public:
+  ReplayBatches(cache::CacheReader& reader, const PlanSchedule& schedule, int model_index, int gpu)
+      : schedule_(schedule), model_index_(model_index) {
+    BatchAssembler assembler(reader);
+    for (int64_t step = 0; step < schedule.steps_per_epoch(); ++step) {
+      const ScheduledBatch scheduled = schedule.batch(step, model_index);  // epoch 0
+      auto& bytes = by_bucket_[scheduled.batch->bucket];
+      if (!bytes.empty()) continue;
+      assembler.assemble(scheduled, bytes);
+      if (gpu >= 0) {
+        auto& uploaded = on_device_[scheduled.batch->bucket];
+        uploaded = std::make_unique<transport::DeviceUpload>(gpu, bytes.size());
+        uploaded->upload(bytes.data(), bytes.size());
+      }
+    }
+  }
+
+  // The batch of `global` in device memory (after at(global)), as a fed batch arrives there; or
+  // nullopt on the host.
+  std::optional<DeviceBatch> on_device(const BatchPointers& host) const {
+    const auto it = on_device_.find(host.header->bucket);
+    if (it == on_device_.end()) return std::nullopt;
+    DeviceBatch batch;
+    batch.host = host;
+    batch.device = BatchPointers::at(it->second->data(), *host.header);
+    return batch;
+  }
+
+  BatchPointers at(int64_t global) {
+    const ScheduledBatch scheduled = schedule_.batch(global, model_index_);
+    auto& bytes = by_bucket_.at(scheduled.batch->bucket);
+    // The header carries the position the loop checks; the payload is the bucket's batch.
+    auto* header = reinterpret_cast<BatchHeader*>(bytes.data());
+    header->epoch = scheduled.at.epoch;
+    header->step = scheduled.at.step;
+    return BatchPointers::of(bytes.data(), bytes.size());
+  }
+
+ private:
+  const PlanSchedule& schedule_;
+  int model_index_;
+  std::map<int32_t, BatchBytes> by_bucket_;
+  std::map<int32_t, std::unique_ptr<transport::DeviceUpload>> on_device_;
+};
+
+// The mean loss over the validation split, each model rank taking every n-th sample (n = model
+// ranks) and all-reducing (loss x samples, samples). Batches are normalised as training batches
+// are, never masked.
+double mean_validation_loss(model::Trainer& trainer, cache::CacheReader& reader, const RunSetup& setup,
+                            int model_index, int batch_size, model::GradientReducer* reducer,
+                            const model::FeatureTransform& normalize) {
+  double sums[2] = {0, 0};  // loss x samples, samples
+  std::vector<int64_t> mine;
+  for (size_t i = static_cast<size_t>(model_index); i < setup.validation.size(); i += setup.model_ranks.size()) {
+    mine.push_back(setup.validation[i].index);
+  }
+  const size_t per_batch = static_cast<size_t>(std::max(1, batch_size));
+  BatchAssembler assembler(reader);
+  BatchBytes bytes;
+  for (size_t begin = 0; begin < mine.size(); begin += per_batch) {
+    const std::vector<int64_t> indices(mine.begin() + static_cast<ptrdiff_t>(begin),
+                                       mine.begin() + static_cast<ptrdiff_t>(std::min(mine.size(), begin + per_batch)));
+    assembler.assemble_unplanned(indices, bytes);
+    const BatchPointers batch = BatchPointers::of(bytes.data(), bytes.size());
+    normalize.apply(mel_batch_of(batch, const_cast<float*>(batch.mels)), -1, false);
+    const double loss = trainer.validation_loss(view_of(batch));
+    sums[0] += loss * static_cast<double>(indices.size());
+    sums[1] += static_cast<double>(indices.size());
+  }
+  if (reducer != nullptr) {
+    float buffer[2] = {static_cast<float>(sums[0]), static_cast<float>(sums[1])};
+    reducer->all_reduce_sum(buffer, 2);
+    sums[0] = buffer[0];
+    sums[1] = buffer[1];
+  }
+  return sums[1] > 0 ? sums[0] / sums[1] : std::nan("");
+}
+
+// The model's settings on this rank: the cache's vocabulary and mel bins, the rank's GPU (cuda:N)
+// or the CPU. On a GPU it caps torch's memory at roles.model_gpu_memory_fraction.
+model::ModelConfig model_config(const MpiSession& session, const TrainSettings& settings,
+                                const cache::CacheReader& reader, int gpu) {
+  model::ModelConfig model = settings.model;
+  model.vocab_size = static_cast<int>(reader.manifest()["vocabulary"]["symbols"].size());
+  model.n_mels = reader.n_mels();
+  model.device = settings.model_on_gpu() ? "cuda:" + std::to_string(std::max(0, gpu)) : "cpu";
+  model.bf16_autocast = model.device != "cpu" && settings.bf16;
+  const double memory_fraction = settings.roles.model_gpu_memory_fraction;
+  if (model.device != "cpu" && memory_fraction > 0) {
+    const int64_t cap = model::limit_gpu_memory(std::max(0, gpu), memory_fraction);
+    logger()->info("rank {}: torch may take {:.1f} GiB ({:.0f}%) of GPU {} (roles.model_gpu_memory_fraction)",
+                   session.rank(), double(cap) / double(1 << 30), 100 * memory_fraction, std::max(0, gpu));
+  }
+  return model;
+}
+
+// Validation batches are normalised on this rank's CPU, as the data ranks normalise training
+// ones; never masked.
+std::unique_ptr<model::FeatureTransform> validation_normalizer(model::FeatureTransformSettings features) {
+  features.masking = {};
+  return std::make_unique<model::FeatureTransform>(std::move(features), "cpu");
+}
+
+// One received (or replayed) batch: where its bytes are on the host and, when it arrived in
+// device memory, there.
+struct LoopBatch {
+  std::optional<transport::ReceivedBatch> received;  // the channel's slot, until released
+  std::optional<DeviceBatch> on_device;
+  BatchPointers host{};
+};
+
+class ModelLoop {
+ public:
+  ModelLoop(const MpiSession& session, const TrainSettings& settings, const RunSetup& setup,
+            cache::CacheReader& reader, const ModelFeed& feed, model::GradientReducer* reducer,
+            RankContext& context);
+  json run();
+
+ private:
+  LoopBatch next_batch(int64_t global);
+  std::optional<transport::ReceivedBatch> receive(int64_t global);
+  void check_position(const BatchPointers& batch, int64_t global) const;
+  model::StepResult train_step(const model::BatchView& batch, int64_t global);
+  void count(const BatchPointers& batch);
+  bool agree_to_stop(int64_t done);
+  void log_progress(int64_t done, const model::StepResult& result);
+  void post_status(int64_t done);
+  void validate_and_checkpoint(int64_t done);
+  void finish(int64_t stopped_at);
+  json summary(int64_t stopped_at, double elapsed, double steady_s) const;
+
+  const MpiSession& session_;
+  const TrainSettings& settings_;
+  const RunSetup& setup_;
+  cache::CacheReader& reader_;
+  const ModelFeed feed_;
+  model::GradientReducer* reducer_;
+  RankContext& context_;
+  const int model_index_;
+  // The first model rank logs and checkpoints for all.
+  const bool logs_and_checkpoints_;
+  std::unique_ptr<model::FeatureTransform> normalize_;
+  std::unique_ptr<model::Trainer> trainer_;
+  double allreduce_baseline_ = 0;
+  Checkpoints checkpoints_;
+  std::unique_ptr<ReplayBatches> replay_;
+
+  // Steady state for throughput: after a warm-up of a fifth of the steps (at most 10).
+  int64_t warmup_ = 0;
+  Clock::time_point started_, steady_started_;
+  int64_t steady_padded_frames_ = 0;
+  double wait_s_ = 0, compute_s_ = 0, window_loss_ = 0;
+  int64_t window_steps_ = 0, samples_ = 0, frames_ = 0;
+  // The live status covers the interval since the last post.
+  struct Interval {
+    Clock::time_point start = Clock::now();
+    double wait_s = 0, busy_s = 0;
+    int64_t steps = 0, samples = 0, frames = 0;
+  } interval_;
+  json losses_ = json::array(), validations_ = json::array();
+};
+
+ModelLoop::ModelLoop(const MpiSession& session, const TrainSettings& settings, const RunSetup& setup,
+                     cache::CacheReader& reader, const ModelFeed& feed, model::GradientReducer* reducer,
+                     RankContext& context)
+    : session_(session), settings_(settings), setup_(setup), reader_(reader), feed_(feed), reducer_(reducer),
+      context_(context), model_index_(setup.model_index_of(session.rank())),
+      logs_and_checkpoints_(model_index_ == 0), checkpoints_(settings.run_dir) {
+  const int gpu = setup.roles.at(session.rank()).gpu;
+  const model::ModelConfig model = model_config(session, settings, reader, gpu);
+  normalize_ = validation_normalizer(context.features);
+  trainer_ = std::make_unique<model::Trainer>(model, settings.optimizer, settings.seed, reducer);
+  if (logs_and_checkpoints_) logger()->info("{}", trainer_->describe());
+  // The report compares the all-reduce bandwidth achieved in training with this one.
+  if (context.measure_allreduce) {
+    allreduce_baseline_ = context.measure_allreduce(static_cast<size_t>(trainer_->parameter_count()));
+  }
+  if (setup.resume_from) {
+    trainer_->load_checkpoint(checkpoints_.file(*setup.resume_from));
+    if (logs_and_checkpoints_) {
+      logger()->info("resumed from {} at global step {}", (*setup.resume_from)["file"].get<std::string>(),
+                     setup.first_step);
+    }
+  }
+  if (feed.channel == nullptr) {
+    replay_ = std::make_unique<ReplayBatches>(reader, *setup.schedule, model_index_,
+                                              model.device == "cpu" ? -1 : std::max(0, gpu));
+  }
+  warmup_ = std::min<int64_t>(10, (setup.end_step - setup.first_step) / 5);
+}
+
+json ModelLoop::run() {
+  started_ = steady_started_ = Clock::now();
+  interval_ = Interval{};
+  int64_t stopped_at = -1;  // the step a stop signal ended the run at, if one did
+  for (int64_t global = setup_.first_step; global < setup_.end_step;) {
+    if (global == setup_.first_step + warmup_) {
+      steady_started_ = Clock::now();
+      steady_padded_frames_ = 0;
+    }
+    const LoopBatch batch = next_batch(global);
+    const auto start = Clock::now();
+    // On a GPU the step ends with the loss read back, after every kernel that reads the batch:
+    // the slot is free to release when it returns.
+    const model::StepResult result =
+        train_step(batch.on_device ? view_of(*batch.on_device) : view_of(batch.host), global);
+    compute_s_ += seconds_since(start);
+    interval_.busy_s += seconds_since(start);
+    count(batch.host);
+    if (feed_.channel != nullptr) feed_.channel->release(*batch.received);
+    ++global;
+    window_loss_ += result.loss;
+    ++window_steps_;
+    losses_.push_back(result.loss);
+    if (agree_to_stop(global) && global < setup_.end_step) {
+      stopped_at = global;
+      break;
+    }
+    if (global % settings_.log_every == 0 || global == setup_.end_step) log_progress(global, result);
+    context_.finish->still_working();
+    post_status(global);
+    validate_and_checkpoint(global);
+  }
+  const double elapsed = seconds_since(started_);
+  const double steady_s = seconds_since(steady_started_);
+  finish(stopped_at);
+  return summary(stopped_at, elapsed, steady_s);
+}
+
+// Receives (or replays) the batch of `global`, checked against the plan.
+LoopBatch ModelLoop::next_batch(int64_t global) {
+  const auto start = Clock::now();
+  LoopBatch batch;
+  const int64_t wait_start_ns = timing::now_ns();
+  batch.received = receive(global);
+  timing::Span span;
+  span.stage = timing::Stage::batch_wait;
+  span.start_ns = wait_start_ns;
+  span.end_ns = timing::now_ns();
+  span.step = global;
+  span.peer = feed_.data_rank;
+  if (batch.received) {
+    span.sequence = static_cast<int64_t>(batch.received->sequence);
+    span.bytes = static_cast<int64_t>(batch.received->bytes);
+  }
+  timing::SpanRecorder::global().record(span);
+  const double waited = seconds_since(start);
+  wait_s_ += waited;
+  interval_.wait_s += waited;
+  if (batch.received && feed_.device_batches) {
+    batch.on_device = DeviceBatch::of(batch.received->data, batch.received->bytes, &transport::copy_device_to_host);
+  }
+  batch.host = replay_             ? replay_->at(global)
+               : batch.on_device ? batch.on_device->host
+                                 : BatchPointers::of(batch.received->data, batch.received->bytes);
+  if (replay_) batch.on_device = replay_->on_device(batch.host);
+  check_position(batch.host, global);
+  return batch;
+}
+
+// The next batch from the channel; nullopt when replaying. Says whom this rank waited for when
+// the wait fails, in the run's terms: the data rank and the global step.
+std::optional<transport::ReceivedBatch> ModelLoop::receive(int64_t global) {
+  std::optional<transport::ReceivedBatch> received;
+  if (feed_.channel != nullptr) {
+    context_.waiting_for = feed_.data_rank;
+    try {
+      received = feed_.channel->receive();
+    } catch (const TransportError& error) {
+      throw TransportError("model " + session_.describe(session_.rank()) + " waiting for global step " +
+                           std::to_string(global) + " from its data " + session_.describe(feed_.data_rank) +
+                           ": " + error.what());
+    }
+    if (!received) {
+      throw TransportError("the feed from " + session_.describe(feed_.data_rank) + " ended at global step " +
+                           std::to_string(global) + " of " + std::to_string(setup_.end_step));
+    }
+  }
+  context_.waiting_for = -1;
+  return received;
+}
+
+void ModelLoop::check_position(const BatchPointers& batch, int64_t global) const {
+  const PlanPosition expected = setup_.schedule->position(global);
+  if (batch.header->epoch != expected.epoch || batch.header->step != expected.step) {
+    throw TransportError("received epoch " + std::to_string(batch.header->epoch) + " step " +
+                         std::to_string(batch.header->step) + " from " + session_.describe(feed_.data_rank) +
+                         ", expected epoch " + std::to_string(expected.epoch) + " step " +
+                         std::to_string(expected.step) + ": data and model ranks disagree on the plan");
+  }
+}
+
+// One step of the trainer, with the injected delays around it and its phases as spans.
+model::StepResult ModelLoop::train_step(const model::BatchView& batch, int64_t global) {
+  const int64_t forward_start_ns = timing::now_ns();
+  context_.delay.apply(timing::Stage::forward, session_.rank(), global);
+  const int64_t step_start_ns = timing::now_ns();
+  const model::StepResult result = trainer_->train_step(batch);
+  context_.delay.apply(timing::Stage::optimizer, session_.rank(), global);
+  // The trainer times its phases; laid end to end from the step's start they are its spans.
+  auto& recorder = timing::SpanRecorder::global();
+  timing::Span span;
+  span.step = global;
+  int64_t at = forward_start_ns;
+  const auto phase = [&](timing::Stage stage, int64_t end_ns) {
+    span.stage = stage;
+    span.start_ns = at;
+    span.end_ns = std::max(at, end_ns);
+    recorder.record(span);
+    at = span.end_ns;
+  };
+  phase(timing::Stage::forward, step_start_ns + static_cast<int64_t>(result.forward_s * 1e9));
+  phase(timing::Stage::backward, at + static_cast<int64_t>(result.backward_s * 1e9));
+  phase(timing::Stage::allreduce_exposed, at + static_cast<int64_t>(result.allreduce_exposed_s * 1e9));
+  phase(timing::Stage::optimizer, timing::now_ns());
+  return result;
+}
+
+void ModelLoop::count(const BatchPointers& batch) {
+  int64_t batch_frames = 0;
+  for (int32_t i = 0; i < batch.header->batch_size; ++i) batch_frames += batch.mel_lens[i];
+  frames_ += batch_frames;
+  samples_ += batch.header->batch_size;
+  ++interval_.steps;
+  interval_.samples += batch.header->batch_size;
+  interval_.frames += batch_frames;
+  steady_padded_frames_ += int64_t{batch.header->batch_size} * batch.header->max_frames;
+}
+
+// Preemption: every model rank agrees, at the same step, whether any of them got the signal.
+bool ModelLoop::agree_to_stop(int64_t done) {
+  float stop = stop_requested() ? 1.0f : 0.0f;
+  if (reducer_ != nullptr) {
+    timing::ScopedSpan span(timing::Stage::sync, done - 1);
+    reducer_->all_reduce_sum(&stop, 1);
+  }
+  return stop > 0;
+}
+
+// The mean loss over model ranks and the window: every model rank reaches this at the same step.
+void ModelLoop::log_progress(int64_t done, const model::StepResult& result) {
+  float buffer[2] = {static_cast<float>(window_loss_), static_cast<float>(window_steps_)};
+  if (reducer_ != nullptr) {
+    timing::ScopedSpan span(timing::Stage::sync, done - 1);
+    reducer_->all_reduce_sum(buffer, 2);
+  }
+  const double elapsed = seconds_since(started_);
+  if (logs_and_checkpoints_) {
+    logger()->info("step {}/{} (epoch {}) loss {:.4f} lr {:.2e} | {:.1f} samples/s {:.0f} frames/s per rank | input wait {:.1f}%",
+                   done, setup_.end_step, setup_.schedule->position(done - 1).epoch, buffer[0] / buffer[1],
+                   result.lr, double(samples_) / elapsed, double(frames_) / elapsed, 100.0 * wait_s_ / elapsed);
+  }
+  window_loss_ = 0;
+  window_steps_ = 0;
+}
+
+void ModelLoop::post_status(int64_t done) {
+  if (context_.status == nullptr || !context_.status->due()) return;
+  const double seconds = seconds_since(interval_.start);
+  RankStatus status;
+  status.role = to_string(setup_.roles.at(session_.rank()).role);
+  status.step = done;
+  status.end_step = setup_.end_step;
+  status.samples_per_s = double(interval_.samples) / seconds;
+  status.frames_per_s = double(interval_.frames) / seconds;
+  status.input_wait = interval_.wait_s / seconds;
+  status.seconds_per_step = interval_.steps > 0 ? interval_.busy_s / double(interval_.steps) : 0;
+  context_.status->post(status);
+  interval_ = Interval{};
+}
+
+// Between steps (the end of the run validates and checkpoints in finish()).
+void ModelLoop::validate_and_checkpoint(int64_t done) {
+  if (settings_.validation_every > 0 && done % settings_.validation_every == 0 && done != setup_.end_step) {
+    timing::ScopedSpan span(timing::Stage::validation, done - 1);
+    const double loss = mean_validation_loss(*trainer_, reader_, setup_, model_index_, settings_.plan.batch_size,
+                                             reducer_, *normalize_);
+    validations_.push_back({{"global_step", done}, {"loss", loss}});
+    if (logs_and_checkpoints_) logger()->info("validation loss {:.4f} at step {}", loss, done);
+  }
+  if (logs_and_checkpoints_ && settings_.checkpoint_every > 0 && done % settings_.checkpoint_every == 0 &&
+      done != setup_.end_step) {
+    timing::ScopedSpan span(timing::Stage::checkpoint, done - 1);
+    checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, done));
+  }
+}
+
+void ModelLoop::finish(int64_t stopped_at) {
+  if (stopped_at >= 0) {
+    // Checkpoint first, then tell the data rank to stop sending.
+    if (logs_and_checkpoints_) {
+      checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, stopped_at));
+      logger()->warn("{} received: stopped after global step {} with a checkpoint; rerun with --resume to "
+                     "continue with the next unseen batch", stop_signal_name(), stopped_at);
+    }
+    if (feed_.channel != nullptr) feed_.channel->close();
+    return;
+  }
+  context_.finish->still_working();
+  const double final_loss = mean_validation_loss(*trainer_, reader_, setup_, model_index_, settings_.plan.batch_size,
+                                                 reducer_, *normalize_);
+  context_.finish->still_working();
+  validations_.push_back({{"global_step", setup_.end_step}, {"loss", final_loss}});
+  if (logs_and_checkpoints_) {
+    checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, setup_.end_step));
+    logger()->info("validation loss {:.4f} at step {}; checkpoint written", final_loss, setup_.end_step);
+  }
+}
+
+json ModelLoop::summary(int64_t stopped_at, double elapsed, double steady_s) const {
+  return {{"rank", session_.rank()},
+          {"role", "model"},
+          {"steps", setup_.end_step - setup_.first_step},
+          {"wall_seconds", elapsed},
+          {"input_wait_seconds", wait_s_},
+          {"compute_seconds", compute_s_},
+          {"samples", samples_},
+          {"frames", frames_},
+          {"replay_from_memory", feed_.channel == nullptr},
+          {"stopped_at", stopped_at},
+          {"steady_steps", setup_.end_step - setup_.first_step - warmup_},
+          {"steady_seconds", steady_s},
+          {"steady_padded_frames_per_second", double(steady_padded_frames_) / steady_s},
+          {"allreduce_baseline_bytes_per_s", allreduce_baseline_},
+          {"losses", losses_},
+          {"validation", validations_}};
+}
+
+}  // namespace
+
+json train_model(const MpiSession& session, const TrainSettings& settings, const RunSetup& setup,
+                 cache::CacheReader& reader, const ModelFeed& feed, model::GradientReducer* reducer,
+                 RankContext& context) {
+  return ModelLoop(session, settings, setup, reader, feed, reducer, context).run();
+}
+
+}  // namespace sluice::runtime
