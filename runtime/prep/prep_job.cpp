@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -421,9 +422,14 @@ int run_prep(const MpiSession& session, const config::Config& config) {
 
   // 1. The listing: every rank reads it; it is deterministic.
   const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+  out_settings["corpus"]["layout"] = listing.format;  // what `auto` decided; `cache inspect` shows it
   if (session.rank() == 0) {
-    logger()->info("corpus {} ({}): {} rows; {} rank(s) x {} thread(s)", listing.listing_file.string(),
-                   listing.format, listing.items.size(), session.size(), settings.threads);
+    logger()->info("corpus {} ({}, recognised by {}): {} rows; {} rank(s) x {} thread(s)",
+                   listing.listing_file.string(), listing.format, listing.recognised, listing.items.size(),
+                   session.size(), settings.threads);
+    // Duplicate audio files and language decisions: a few say what happened, the count says how often.
+    for (size_t i = 0; i < std::min<size_t>(listing.notes.size(), 5); ++i) logger()->info("corpus: {}", listing.notes[i]);
+    if (listing.notes.size() > 5) logger()->info("corpus: {} more note(s) of this kind", listing.notes.size() - 5);
     fs::create_directories(dir);
   }
 
