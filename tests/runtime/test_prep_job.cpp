@@ -347,6 +347,11 @@ void expect_prep_equals_wav(const std::string& name, const fs::path& corpus,
   EXPECT_EQ(manifest["speakers"].get<std::set<std::string>>(), speakers);
   EXPECT_EQ(manifest["languages"].get<std::set<std::string>>(), languages);
   EXPECT_EQ(manifest["totals"]["rejects"], rejected);
+  const CommandResult inspect = run(std::string(SLUICE_BINARY) + " cache inspect " + cache.string());
+  EXPECT_NE(inspect.output.find("corpus " + name + ": " + std::to_string(languages.size()) + " language(s), " +
+                                std::to_string(speakers.size()) + " speaker(s)"),
+            std::string::npos)
+      << inspect.output;
   std::ifstream rejects(cache / "rejects.jsonl");
   for (std::string line; std::getline(rejects, line);) {
     const auto reject = nlohmann::json::parse(line);
