@@ -49,9 +49,10 @@ struct CorpusItem {
   std::string text;                // for a malformed row: the row as written
   std::string speaker;
   std::string language;            // "" = detect from the script of the text
-  std::map<std::string, std::string> metadata;  // e.g. chapter, up_votes, down_votes
   std::optional<RejectReason> reject;
   std::string reject_detail;
+  // Last, so that brace-initialised items written before it still compile.
+  std::map<std::string, std::string> metadata;  // e.g. chapter, up_votes, down_votes
 };
 
 struct CorpusListing {
