@@ -124,6 +124,15 @@ void mel_statistics_text(std::ostringstream& out, const std::optional<MelStatist
   out << "\n";
 }
 
+std::string corpus_format_of(const json& settings) {
+  if (!settings.is_object() || !settings.contains("corpus") || !settings["corpus"].is_object()) return "";
+  for (const char* key : {"layout", "format"}) {
+    const auto it = settings["corpus"].find(key);
+    if (it != settings["corpus"].end() && it->is_string()) return it->get<std::string>();
+  }
+  return "";
+}
+
 }  // namespace
 
 InspectResult inspect_cache(const fs::path& dir) {
@@ -146,6 +155,7 @@ InspectResult inspect_cache(const fs::path& dir) {
     add(r.seconds, index.seconds[i]);
   }
   const std::vector<uint32_t> language_codes(index.language.begin(), index.language.end());
+  r.corpus_format = corpus_format_of(manifest.settings);
   r.languages = count_names(manifest.languages, language_codes, index.seconds);
   r.speakers = count_names(manifest.speakers, index.speaker, index.seconds);
 
@@ -192,6 +202,8 @@ std::string InspectResult::to_text() const {
     }
     if (counts.size() > shown) out << "  ... " << counts.size() - shown << " more\n";
   };
+  out << "corpus " << (corpus_format.empty() ? "(format not recorded)" : corpus_format) << ": "
+      << languages.size() << " language(s), " << speakers.size() << " speaker(s)\n";
   names("languages", languages);
   names("speakers", speakers);
   out << "vocabulary: " << vocabulary.distinct_ids << " distinct token ids used (ids "
@@ -232,6 +244,10 @@ json InspectResult::to_json() const {
            {{"frames", histogram_json(frames)},
             {"tokens", histogram_json(tokens)},
             {"seconds", histogram_json(seconds)}}},
+          {"corpus",
+           {{"format", corpus_format},
+            {"languages", static_cast<int64_t>(languages.size())},
+            {"speakers", static_cast<int64_t>(speakers.size())}}},
           {"languages", names_json(languages)},
           {"speakers", names_json(speakers)},
           {"vocabulary",

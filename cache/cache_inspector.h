@@ -48,6 +48,9 @@ struct InspectResult {
   int64_t n_mels = 0;
   ManifestTotals totals;
   Histogram frames, tokens, seconds;
+  // The corpus the cache was made from: its layout as prep read it (manifest settings
+  // corpus.layout, else corpus.format; "" for a manifest without either).
+  std::string corpus_format;
   std::vector<NameCount> languages, speakers;  // most samples first
   VocabularyCoverage vocabulary;
   // The manifest's per-bin statistics; nullopt for a cache written before them (the text then

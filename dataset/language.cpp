@@ -51,10 +51,11 @@ bool is_persian_only(char32_t c) {
 
 }  // namespace
 
-std::string detect_language(std::string_view utf8_text) {
+std::string detect_language(std::string_view utf8_text, std::string_view ambiguous_arabic_script) {
   int64_t arabic = 0;
   int64_t latin = 0;
   bool persian = false;
+  bool arabic_only = false;
   const auto* bytes = reinterpret_cast<const utf8proc_uint8_t*>(utf8_text.data());
   const auto size = static_cast<utf8proc_ssize_t>(utf8_text.size());
   for (utf8proc_ssize_t at = 0; at < size;) {
@@ -72,11 +73,15 @@ std::string detect_language(std::string_view utf8_text) {
     if (is_arabic_script(c) && (is_letter(c) || is_arabic_script_digit(c))) {
       ++arabic;
       persian = persian || is_persian_only(c);
+      arabic_only = arabic_only || c == 0x0629;  // teh marbuta
     } else if (is_latin_script(c) && is_letter(c)) {
       ++latin;
     }
   }
-  if (arabic > 0 && arabic >= latin) return persian ? "fa" : "ar";
+  if (arabic > 0 && arabic >= latin) {
+    if (persian) return "fa";
+    return arabic_only ? "ar" : std::string(ambiguous_arabic_script);
+  }
   if (latin > 0) return "en";
   return "und";
 }

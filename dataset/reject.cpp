@@ -12,6 +12,7 @@ const char* to_string(RejectReason reason) {
     case RejectReason::too_short: return "too_short";
     case RejectReason::too_long: return "too_long";
     case RejectReason::empty_text: return "empty_text";
+    case RejectReason::missing_text: return "missing_text";
     case RejectReason::malformed_row: return "malformed_row";
     case RejectReason::duplicate_id: return "duplicate_id";
     case RejectReason::path_escapes_root: return "path_escapes_root";

@@ -16,6 +16,7 @@ enum class RejectReason {
   too_short,          // shorter than prep.min_seconds
   too_long,           // longer than prep.max_seconds
   empty_text,         // no text left after normalisation
+  missing_text,       // audio whose transcript the corpus lacks (LibriTTS, VCTK)
   malformed_row,      // metadata row / manifest line that cannot be parsed
   duplicate_id,       // an id seen earlier in the corpus
   path_escapes_root,  // id or audio path that resolves outside the corpus root

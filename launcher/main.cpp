@@ -64,8 +64,17 @@ struct PrepCommand {
         "the effective config sluice-prep.yaml, timeline/rank-N.json and the prep report (report.md, report.json, "
         "report.html, trace.json).\nExit codes: 0 done; 1 failed (finished shards are "
         "kept: rerun to resume); 2 bad option or config, or the cache was made from other inputs "
-        "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl).");
-    prep->add_option("--corpus", corpus, "corpus to read (sets corpus.path): LJSpeech folder or .jsonl manifest");
+        "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl).\n"
+        "Corpus formats (corpus.format; auto recognises each by its files; audio: wav, flac, ogg, opus, mp3):\n"
+        "  ljspeech     DIR/metadata.csv `LJ001-0001|text|normalized text` + DIR/wavs/LJ001-0001.flac\n"
+        "  jsonl        FILE.jsonl `{\"id\":\"x1\",\"audio\":\"wavs/x1.wav\",\"text\":\"hi\",\"speaker\":\"s1\",\"language\":\"en\"}`\n"
+        "  libritts     DIR/train-clean-100/103/1240/103_1240_000000_000000.wav + .normalized.txt (or 103_1240.trans.tsv)\n"
+        "  vctk         DIR/wav48_silence_trimmed/p225/p225_001_mic1.flac + DIR/txt/p225/p225_001.txt (corpus.vctk_mic)\n"
+        "  commonvoice  cv-corpus-*/fa/validated.tsv (corpus.split) + clips/common_voice_fa_19255379.mp3\n"
+        "See docs/cache-format.md.");
+    prep->add_option("--corpus", corpus,
+                     "corpus to read (sets corpus.path): a corpus folder as downloaded (LJSpeech, LibriTTS, "
+                     "VCTK, Common Voice locale folder), a Common Voice .tsv or a .jsonl manifest");
     prep->add_option("-o,--out", out, "cache directory to write (sets cache.dir)");
     prep->add_option("--threads", threads, "decode/feature threads per rank (sets prep.threads; 0 = auto)");
     prep->add_flag("--overwrite", overwrite,

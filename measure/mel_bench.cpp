@@ -73,7 +73,9 @@ std::vector<fs::path> audio_files(const std::vector<std::string>& inputs) {
       std::string ext = entry.path().extension().string();
       std::transform(ext.begin(), ext.end(), ext.begin(),
                      [](unsigned char c) { return std::tolower(c); });
-      if (ext == ".wav" || ext == ".flac" || ext == ".ogg") found.push_back(entry.path());
+      if (ext == ".wav" || ext == ".flac" || ext == ".ogg" || ext == ".opus" || ext == ".mp3") {
+        found.push_back(entry.path());
+      }
     }
     std::sort(found.begin(), found.end());  // same order as the baseline script
     files.insert(files.end(), found.begin(), found.end());
@@ -202,7 +204,7 @@ int run_mel_bench(const MelBenchOptions& options) {
     files = audio_files(options.inputs);
   }
   if (files.empty()) {
-    std::cerr << "bench mel: no audio files (.wav, .flac, .ogg) found in the inputs\n";
+    std::cerr << "bench mel: no audio files (.wav, .flac, .ogg, .opus, .mp3) found in the inputs\n";
     return 2;
   }
   std::vector<std::vector<float>> decoded;

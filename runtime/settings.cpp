@@ -16,17 +16,26 @@ config::Schema build_schema() {
   config::Schema schema;
   // corpus: what to read.
   schema.add({"corpus.path", ValueType::string, "data/sample-corpus",
-              "LJSpeech folder (with metadata.csv and wavs/) or a .jsonl manifest"});
+              "corpus folder as downloaded (LJSpeech, LibriTTS, VCTK, Common Voice locale folder), "
+              "a Common Voice .tsv or a .jsonl manifest"});
   schema.add({"corpus.format", ValueType::string, "auto",
-              "corpus layout; auto picks ljspeech for a folder with metadata.csv, jsonl for a .jsonl file",
-              {"auto", "ljspeech", "jsonl"}});
+              "corpus layout (docs/cache-format.md); auto recognises each by its files: metadata.csv "
+              "(ljspeech), a .jsonl file, SPEAKER/CHAPTER/*.normalized.txt (libritts), "
+              "wav48_silence_trimmed/ + txt/ (vctk), validated.tsv + clips/ or a .tsv file (commonvoice)",
+              {"auto", "ljspeech", "jsonl", "libritts", "vctk", "commonvoice"}});
   schema.add({"corpus.text_column", ValueType::string, "normalized",
-              "LJSpeech text column: normalized (3rd, falling back to the 2nd when empty) or raw (2nd)",
+              "LJSpeech column / LibriTTS file: normalized (3rd column, ID.normalized.txt; the raw "
+              "text when empty) or raw (2nd column, ID.original.txt)",
               {"normalized", "raw"}});
+  schema.add({"corpus.vctk_mic", ValueType::string, "mic1",
+              "VCTK 0.92 microphone: pNNN_NNN_mic1.flac or _mic2.flac", {"mic1", "mic2"}});
+  schema.add({"corpus.split", ValueType::string, "validated.tsv",
+              "Common Voice TSV of the corpus folder to read (validated.tsv, train.tsv, dev.tsv, ...)"});
   schema.add({"corpus.speaker", ValueType::string, "default",
               "speaker name of samples whose corpus row names none"});
   schema.add({"corpus.language", ValueType::string, "",
-              "language of samples whose row names none (en, fa, ar, ...); empty = detect from the script"});
+              "language of samples whose corpus declares none (en, fa, ar, ...); empty = detect from "
+              "the script, with Arabic-script rows that could be either read as Persian in a Persian corpus"});
 
   // text: normalisation and tokenizer.
   schema.add({"text.tokenizer", ValueType::string, "chars",
@@ -239,6 +248,8 @@ dataset::CorpusOptions corpus_options(const config::Config& config) {
   options.text_column = config.string("corpus.text_column");
   options.speaker = config.string("corpus.speaker");
   options.language = config.string("corpus.language");
+  options.vctk_mic = config.string("corpus.vctk_mic");
+  options.split = config.string("corpus.split");
   return options;
 }
 

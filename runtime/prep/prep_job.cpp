@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -420,6 +421,16 @@ BuildSettings build_settings(const MpiSession& session, const config::Config& co
   return settings;
 }
 
+// What prep is about to read: the format (and what `auto` recognised it by), the rows, and a few
+// of the corpus notes (duplicate audio files, language decisions) with the count of the rest.
+void log_listing(const dataset::CorpusListing& listing, int ranks, int threads) {
+  logger()->info("corpus {} ({}, recognised by {}): {} rows; {} rank(s) x {} thread(s)",
+                 listing.listing_file.string(), listing.format, listing.recognised, listing.items.size(),
+                 ranks, threads);
+  for (size_t i = 0; i < std::min<size_t>(listing.notes.size(), 5); ++i) logger()->info("corpus: {}", listing.notes[i]);
+  if (listing.notes.size() > 5) logger()->info("corpus: {} more note(s) of this kind", listing.notes.size() - 5);
+}
+
 // Steps 2-3: every rank probes its share of the audio headers; rank 0 plans the shards (or
 // refuses an existing cache made from other inputs) and broadcasts the plan. nullopt: refused.
 std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::Config& config,
@@ -488,9 +499,9 @@ int run_prep(const MpiSession& session, const config::Config& config) {
 
   // 1. The listing: every rank reads it; it is deterministic.
   const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+  out_settings["corpus"]["layout"] = listing.format;  // what `auto` decided; `cache inspect` shows it
   if (session.rank() == 0) {
-    logger()->info("corpus {} ({}): {} rows; {} rank(s) x {} thread(s)", listing.listing_file.string(),
-                   listing.format, listing.items.size(), session.size(), settings.threads);
+    log_listing(listing, session.size(), settings.threads);
     fs::create_directories(dir);
   }
 

@@ -208,10 +208,13 @@ struct ShardBuilder::State {
     nlohmann::json line = {{"id", source.id},
                            {"source", source.source},
                            {"audio", source.audio.string()},
+                           {"text", dataset::text_excerpt(source.text)},
                            {"reason", dataset::to_string(*item.reject)},
                            {"detail", item.detail},
                            {"shard", shard}};
-    return line.dump();
+    // A row's text may hold bytes that are not UTF-8 (an invalid_text reject): replace them
+    // rather than fail the shard.
+    return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
   void writer() {

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "dataset/audio.h"
 #include "dataset/corpus.h"
+#include "dataset/mel.h"
+#include "tests/dataset/corpus_replicas.h"
 
 namespace sluice::dataset {
 namespace {
@@ -36,8 +39,10 @@ TEST_F(CorpusTest, LjspeechRowsInOrderWithEveryListingProblem) {
         "a3|   |   \n"
         "a4|x|y|z\n"
         "a5|Windows line|Windows line\r\n");
+  for (const char* id : {"a1", "a2", "a3", "a4", "a5"}) write(fs::path("wavs") / (std::string(id) + ".wav"), "");
   const CorpusListing listing = read_corpus(root_, CorpusOptions{});
   EXPECT_EQ(listing.format, "ljspeech");
+  EXPECT_EQ(listing.recognised, "metadata.csv (LJSpeech)");
   ASSERT_EQ(listing.items.size(), 8u);  // the blank line is not a row
 
   EXPECT_EQ(listing.items[0].id, "a1");
@@ -49,6 +54,7 @@ TEST_F(CorpusTest, LjspeechRowsInOrderWithEveryListingProblem) {
 
   EXPECT_EQ(listing.items[2].source, "metadata.csv:4");
   EXPECT_EQ(listing.items[2].reject, RejectReason::malformed_row);
+  EXPECT_EQ(listing.items[2].text, "broken row without bars");  // what the reject shows
   EXPECT_EQ(listing.items[3].reject, RejectReason::duplicate_id);
   EXPECT_NE(listing.items[3].reject_detail.find("metadata.csv:1"), std::string::npos);
   EXPECT_EQ(listing.items[4].reject, RejectReason::path_escapes_root);
@@ -110,6 +116,185 @@ TEST_F(CorpusTest, MissingOrUnrecognisedCorpusIsAClearError) {
     EXPECT_NE(std::string(error.what()).find("does not exist"), std::string::npos);
   }
   EXPECT_THROW(read_corpus(root_, CorpusOptions{}), DataError);  // no metadata.csv
+}
+
+
+// ------------------------------------------------------------------ downloaded corpora, row by row
+
+void expect_rows(const CorpusListing& listing, const std::vector<test::ExpectedRow>& rows) {
+  ASSERT_EQ(listing.items.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const CorpusItem& item = listing.items[i];
+    const test::ExpectedRow& row = rows[i];
+    SCOPED_TRACE("row " + std::to_string(i) + " (" + item.source + ")");
+    EXPECT_EQ(item.id, row.id);
+    EXPECT_EQ(item.speaker, row.speaker);
+    EXPECT_EQ(item.language, row.language);
+    EXPECT_EQ(item.text, row.text);
+    EXPECT_EQ(item.reject ? to_string(*item.reject) : "", row.reject) << item.reject_detail;
+    if (!row.audio.empty()) {
+      EXPECT_EQ(item.audio, listing.root / row.audio);
+    }
+  }
+}
+
+MelConfig mel_config() { return MelConfig{}; }
+
+std::vector<float> mel_of(const fs::path& audio) {
+  const MelExtractor extractor(mel_config());
+  const std::vector<float> samples = load_audio(audio, mel_config().sample_rate);
+  std::vector<float> mel;
+  extractor.compute(samples.data(), static_cast<int64_t>(samples.size()), mel);
+  return mel;
+}
+
+// Every kept item's mels equal those of the same audio stored as WAV: the decoded samples at the
+// file's own rate, written as float WAV, then both read through load_audio (and its resampler).
+void expect_mels_equal_wav(const CorpusListing& listing, const fs::path& scratch) {
+  int compared = 0;
+  for (const auto& item : listing.items) {
+    if (item.reject) continue;
+    SCOPED_TRACE(item.audio.string());
+    const int rate = probe_audio(item.audio).sample_rate;
+    const fs::path wav = scratch / "as-wav" / (item.id + ".wav");
+    test::write_samples(wav, SF_FORMAT_WAV | SF_FORMAT_FLOAT, load_audio(item.audio, rate), rate);
+    const auto mel = mel_of(item.audio);
+    ASSERT_FALSE(mel.empty());
+    EXPECT_EQ(mel, mel_of(wav));  // bit-identical floats
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST_F(CorpusTest, LjspeechWithEveryAudioFormatBomAndCrlf) {
+  fs::remove_all(root_);
+  const auto rows = test::make_ljspeech_replica(root_);
+  const CorpusListing listing = read_corpus(root_, CorpusOptions{});
+  EXPECT_EQ(listing.format, "ljspeech");
+  expect_rows(listing, rows);
+  EXPECT_EQ(listing.items[5].source, "metadata.csv:6");
+  ASSERT_EQ(listing.notes.size(), 1u);  // the id stored as .wav and .flac
+  EXPECT_NE(listing.notes[0].find("took LJ001-0004.wav, not LJ001-0004.flac"), std::string::npos)
+      << listing.notes[0];
+  EXPECT_NE(listing.items[6].reject_detail.find("LJ001-0006.{wav,flac,ogg,opus,mp3}"), std::string::npos)
+      << listing.items[6].reject_detail;
+  expect_mels_equal_wav(listing, root_.parent_path() / (root_.filename().string() + "-scratch"));
+  fs::remove_all(root_.parent_path() / (root_.filename().string() + "-scratch"));
+}
+
+TEST_F(CorpusTest, LibrittsTextFilesAndTransTsv) {
+  fs::remove_all(root_);
+  const auto rows = test::make_libritts_replica(root_);
+  const CorpusListing listing = read_corpus(root_, CorpusOptions{});
+  EXPECT_EQ(listing.format, "libritts");
+  EXPECT_EQ(listing.recognised.rfind("LibriTTS transcripts in train-clean-100/", 0), 0u) << listing.recognised;
+  expect_rows(listing, rows);
+  EXPECT_EQ(listing.items[0].source, "train-clean-100/103/1240/103_1240_000000_000000.normalized.txt");
+  EXPECT_EQ(listing.items[0].metadata.at("chapter"), "1240");
+  EXPECT_EQ(listing.items[3].source, "train-clean-100/1034/121119/1034_121119.trans.tsv:1");
+  EXPECT_EQ(listing.items[3].metadata.at("chapter"), "121119");
+
+  CorpusOptions raw;
+  raw.text_column = "raw";
+  raw.format = "libritts";
+  const CorpusListing original = read_corpus(root_ / "train-clean-100", raw);
+  EXPECT_EQ(original.recognised, "set by corpus.format");
+  ASSERT_EQ(original.items.size(), rows.size());
+  EXPECT_EQ(original.items[0].text, "Chapter 1 Mrs. Rachel Lynde is surprised.");
+  EXPECT_EQ(original.items[1].text, "Mrs. Rachel Lynde lived");
+  EXPECT_EQ(original.items[3].text, "The 3 boys");
+  expect_mels_equal_wav(listing, root_ / "scratch");
+}
+
+TEST_F(CorpusTest, VctkChosenMicSpeakersAndMissingTranscripts) {
+  fs::remove_all(root_);
+  const auto rows = test::make_vctk_replica(root_);
+  const CorpusListing listing = read_corpus(root_, CorpusOptions{});
+  EXPECT_EQ(listing.format, "vctk");
+  EXPECT_EQ(listing.recognised, "wav48_silence_trimmed/ and txt/ (VCTK 0.92)");
+  expect_rows(listing, rows);
+  EXPECT_EQ(listing.items[0].source, "txt/p225/p225_001.txt");
+  EXPECT_EQ(listing.items[4].reject_detail, "no transcript txt/p315/p315_001.txt");
+
+  CorpusOptions mic2;
+  mic2.vctk_mic = "mic2";
+  const CorpusListing second = read_corpus(root_, mic2);
+  ASSERT_EQ(second.items.size(), 4u);  // p315 has neither mic2 audio nor text: nothing to list
+  EXPECT_EQ(second.items[0].audio, second.root / "wav48_silence_trimmed/p225/p225_001_mic2.flac");
+  EXPECT_EQ(second.items[2].audio, second.root / "wav48_silence_trimmed/p226/p226_001_mic2.flac");
+  EXPECT_EQ(second.items[3].reject, RejectReason::missing_audio);
+  expect_mels_equal_wav(listing, root_ / "scratch");
+}
+
+TEST_F(CorpusTest, CommonVoicePersianValidatedTsv) {
+  fs::remove_all(root_);
+  const fs::path corpus = root_ / "cv-corpus-17.0-2024-03-15" / "fa";
+  const auto rows = test::make_commonvoice_replica(corpus);
+  const CorpusListing listing = read_corpus(corpus, CorpusOptions{});
+  EXPECT_EQ(listing.format, "commonvoice");
+  EXPECT_EQ(listing.recognised, "validated.tsv and clips/ (Common Voice, locale fa)");
+  expect_rows(listing, rows);
+  EXPECT_EQ(listing.items[0].source, "validated.tsv:2");
+  EXPECT_EQ(listing.items[0].metadata.at("up_votes"), "2");
+  EXPECT_EQ(listing.items[1].metadata.at("down_votes"), "1");
+  EXPECT_EQ(listing.items[4].source, "validated.tsv:6");
+
+  // Any split: the file itself as corpus.path, or corpus.split.
+  EXPECT_EQ(read_corpus(corpus / "validated.tsv", CorpusOptions{}).items.size(), rows.size());
+  CorpusOptions train;
+  train.split = "train.tsv";
+  EXPECT_TRUE(read_corpus(corpus, train).items.empty());
+  expect_mels_equal_wav(listing, root_ / "scratch");
+}
+
+TEST_F(CorpusTest, CommonVoiceOlderReleaseTakesTheLanguageFromTheFolder) {
+  // Releases before 2022 have no locale column; the folder is named after the language.
+  const fs::path corpus = root_ / "en";
+  fs::create_directories(corpus / "clips");
+  write("en/validated.tsv",
+        test::kBom + "client_id\tpath\tsentence\tup_votes\tdown_votes\tage\tgender\taccent\r\n"
+                     "c1\tcommon_voice_en_1.mp3\tHello there.\t2\t0\t\t\t\r\n");
+  const CorpusListing listing = read_corpus(corpus, CorpusOptions{});
+  ASSERT_EQ(listing.items.size(), 1u);
+  EXPECT_EQ(listing.items[0].language, "en");
+  EXPECT_EQ(listing.items[0].speaker, "c1");
+  EXPECT_EQ(listing.items[0].text, "Hello there.");
+}
+
+TEST_F(CorpusTest, PersianRowsWithoutPersianLettersArePersianInAPersianCorpus) {
+  // The sample corpus's Persian line that has no letter Persian alone uses, beside Persian rows.
+  write("metadata.csv",
+        "fa1|امروز هوا آفتابی است|\n"
+        "fa2|قطار تهران به مشهد حدود دوازده ساعت در راه است.|\n"
+        "en1|Hello there.|\n");
+  for (const char* id : {"fa1", "fa2", "en1"}) write(fs::path("wavs") / (std::string(id) + ".wav"), "");
+  const CorpusListing listing = read_corpus(root_, CorpusOptions{});
+  EXPECT_EQ(listing.items[0].language, "");  // detected at prep: it has Persian letters
+  EXPECT_EQ(listing.items[1].language, "fa");
+  EXPECT_EQ(listing.items[2].language, "");
+  ASSERT_EQ(listing.notes.size(), 1u);
+  EXPECT_NE(listing.notes[0].find("metadata.csv:2"), std::string::npos) << listing.notes[0];
+
+  // The declared language wins.
+  CorpusOptions arabic;
+  arabic.language = "ar";
+  EXPECT_EQ(read_corpus(root_, arabic).items[1].language, "ar");
+}
+
+TEST_F(CorpusTest, ArabicCorpusStaysArabic) {
+  write("metadata.csv",
+        "ar1|مرحبا بالعالم|\n"
+        "ar2|هذه مدرسة جميلة|\n");  // teh marbuta: Arabic
+  for (const char* id : {"ar1", "ar2"}) write(fs::path("wavs") / (std::string(id) + ".wav"), "");
+  const CorpusListing listing = read_corpus(root_, CorpusOptions{});
+  EXPECT_EQ(listing.items[0].language, "");
+  EXPECT_TRUE(listing.notes.empty());
+}
+
+TEST(TextExcerpt, CutsAtACharacterBoundary) {
+  EXPECT_EQ(text_excerpt("short", 200), "short");
+  EXPECT_EQ(text_excerpt("abcdef", 4), "abcd...");
+  EXPECT_EQ(text_excerpt("سلام", 3), "س...");  // 2-byte letters: not half of the second one
 }
 
 }  // namespace

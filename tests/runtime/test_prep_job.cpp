@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -18,6 +19,8 @@
 
 #include "cache/cache_reader.h"
 #include "cache/shard_reader.h"
+#include "dataset/corpus.h"
+#include "tests/dataset/corpus_replicas.h"
 
 namespace sluice {
 namespace {
@@ -298,6 +301,97 @@ TEST_F(PrepJob, JsonlManifestGivesTheSameSamplesAsLjspeech) {
   ASSERT_EQ(from_jsonl.size(), from_ljspeech.size());
   for (const auto& [id, sample] : from_ljspeech) EXPECT_EQ(from_jsonl.at(id).mel, sample.mel) << id;
   EXPECT_EQ(manifest_of(cache)["languages"], nlohmann::json({"en", "fa"}));
+}
+
+// --- corpora as downloaded -------------------------------------------------------------------
+
+// The file's samples at its own rate, mono (every replica clip is mono).
+std::pair<std::vector<float>, int> decode_native(const fs::path& file) {
+  SF_INFO info{};
+  SNDFILE* in = sf_open(file.c_str(), SFM_READ, &info);
+  EXPECT_NE(in, nullptr) << file << ": " << sf_strerror(nullptr);
+  if (in == nullptr) return {{}, 0};
+  std::vector<float> samples(static_cast<size_t>(info.frames));
+  samples.resize(static_cast<size_t>(sf_readf_float(in, samples.data(), info.frames)));
+  sf_close(in);
+  return {samples, info.samplerate};
+}
+
+// Prep of `corpus` keeps the rows the replica expects, with their speakers and languages, records
+// the others with their reason and text, and writes the mels that the same audio gives when it is
+// stored as WAV in an LJSpeech folder.
+void expect_prep_equals_wav(const std::string& name, const fs::path& corpus,
+                            const std::vector<test::ExpectedRow>& rows) {
+  SCOPED_TRACE(name);
+  const fs::path cache = scratch(name + "-cache");
+  const std::string loose = "--set prep.max_reject_fraction=1";
+  const CommandResult result = run(prep_command(1, corpus, cache, loose));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("recognised by"), std::string::npos) << result.output;
+  const auto samples = samples_by_id(cache);
+  std::set<std::string> kept, speakers, languages;
+  size_t rejected = 0;
+  for (const auto& row : rows) {
+    if (!row.reject.empty()) {
+      ++rejected;
+      continue;
+    }
+    kept.insert(row.id);
+    speakers.insert(row.speaker.empty() ? "default" : row.speaker);
+    languages.insert(row.language.empty() ? "en" : row.language);
+  }
+  std::set<std::string> cached;
+  for (const auto& [id, sample] : samples) cached.insert(id);
+  EXPECT_EQ(cached, kept);
+  const auto manifest = manifest_of(cache);
+  EXPECT_EQ(manifest["speakers"].get<std::set<std::string>>(), speakers);
+  EXPECT_EQ(manifest["languages"].get<std::set<std::string>>(), languages);
+  EXPECT_EQ(manifest["totals"]["rejects"], rejected);
+  const CommandResult inspect = run(std::string(SLUICE_BINARY) + " cache inspect " + cache.string());
+  EXPECT_NE(inspect.output.find("corpus " + name + ": " + std::to_string(languages.size()) + " language(s), " +
+                                std::to_string(speakers.size()) + " speaker(s)"),
+            std::string::npos)
+      << inspect.output;
+  std::ifstream rejects(cache / "rejects.jsonl");
+  for (std::string line; std::getline(rejects, line);) {
+    const auto reject = nlohmann::json::parse(line);
+    EXPECT_FALSE(reject["text"].get<std::string>().empty() && reject["reason"] != "missing_text") << line;
+    EXPECT_LE(reject["text"].get<std::string>().size(), 203u) << line;  // 200 bytes + "..."
+  }
+
+  // The same audio as WAV: decoded at its own rate, stored as float WAV, same text.
+  const fs::path wav_corpus = scratch(name + "-as-wav");
+  fs::create_directories(wav_corpus / "wavs");
+  std::ofstream metadata(wav_corpus / "metadata.csv");
+  for (const auto& item : dataset::read_corpus(corpus, dataset::CorpusOptions{}).items) {
+    if (item.reject) continue;
+    const auto [audio, rate] = decode_native(item.audio);
+    test::write_samples(wav_corpus / "wavs" / (item.id + ".wav"), SF_FORMAT_WAV | SF_FORMAT_FLOAT, audio, rate);
+    metadata << item.id << "|" << item.text << "|\n";
+  }
+  metadata.close();
+  const fs::path wav_cache = scratch(name + "-as-wav-cache");
+  const CommandResult wav_result = run(prep_command(1, wav_corpus, wav_cache, loose));
+  ASSERT_EQ(wav_result.exit_code, 0) << wav_result.output;
+  const auto from_wav = samples_by_id(wav_cache);
+  ASSERT_EQ(from_wav.size(), samples.size());
+  for (const auto& [id, sample] : samples) {
+    EXPECT_EQ(sample.mel, from_wav.at(id).mel) << id;  // bit-identical floats
+    EXPECT_GT(sample.n_frames, 0) << id;
+  }
+}
+
+TEST(PrepCorpora, EachDownloadedLayoutGivesTheMelsOfTheSameAudioAsWav) {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const fs::path ljspeech = scratch("ljspeech-any-audio");
+  expect_prep_equals_wav("ljspeech", ljspeech, test::make_ljspeech_replica(ljspeech));
+  const fs::path libritts = scratch("libritts");
+  expect_prep_equals_wav("libritts", libritts, test::make_libritts_replica(libritts));
+  const fs::path vctk = scratch("vctk");
+  expect_prep_equals_wav("vctk", vctk, test::make_vctk_replica(vctk));
+  const fs::path commonvoice = scratch("commonvoice") / "fa";
+  expect_prep_equals_wav("commonvoice", commonvoice, test::make_commonvoice_replica(commonvoice));
 }
 
 TEST(PrepCommand, UnknownConfigKeyIsAUsageError) {

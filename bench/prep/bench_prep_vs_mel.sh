@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Prep speed against its limit: `sluice prep`'s audio-seconds per wall second per core beside the
+# mel math alone on one core (window, FFT, power, filterbank, log on the same decoded frames: no
+# decode, no resample, no I/O; `sluice bench mel`'s "mel only"), measured in the same run, on the
+# same clips, stored as FORMAT. Then where prep's time went, from the prep report's own stage
+# timing (prep-report.json: thread-seconds per stage, summed over ranks).
+#
+#   bench/prep/bench_prep_vs_mel.sh [BUILD_DIR] [COPIES] [FORMAT] [RANKS]
+#
+# FORMAT: wav (the sample corpus's 16-bit WAV, default), flac (sox), mp3 (written with
+# libsndfile's MPEG encoder by a small C program compiled here, as Debian's sox has no MP3 writer).
+# The corpus is the sample corpus listed COPIES times (default 60: 7,200 clips, 8.4 h) as an
+# LJSpeech folder whose wavs/ holds links to the clips; every file is read once first so both
+# sides read from the page cache. RANKS (default 2) ranks x 1 worker thread, `--bind-to none`;
+# "per core" divides by min(RANKS, nproc). Numbers only: nothing is asserted.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+copies=${2:-60}
+format=${3:-wav}
+ranks=${4:-2}
+sluice=$(realpath "$build/launcher/sluice")
+work=${BENCH_DIR:-/tmp/sluice-bench-prep-vs-mel}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+# SAMPLE_CORPUS: an existing sample corpus (e.g. build/sample-corpus) instead of data/sample-corpus.
+source_corpus=${SAMPLE_CORPUS:-data/sample-corpus}
+scripts/make-sample-corpus.sh "$source_corpus" >/dev/null
+source_corpus=$(realpath "$source_corpus")
+rm -rf "$work" && mkdir -p "$work/clips" "$work/corpus/wavs"
+
+case "$format" in
+  wav) for f in "$source_corpus"/wavs/*.wav; do ln -s "$f" "$work/clips/"; done ;;
+  flac) for f in "$source_corpus"/wavs/*.wav; do sox "$f" "$work/clips/$(basename "${f%.wav}").flac"; done ;;
+  mp3)
+    cat >"$work/to_mp3.c" <<'C'
+#include <sndfile.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char** argv) {  /* to_mp3 IN.wav OUT.mp3 */
+  SF_INFO in_info = {0};
+  SNDFILE* in = sf_open(argv[1], SFM_READ, &in_info);
+  if (!in) { fprintf(stderr, "%s: %s\n", argv[1], sf_strerror(NULL)); return 1; }
+  float* samples = malloc(sizeof(float) * in_info.frames * in_info.channels);
+  sf_count_t n = sf_readf_float(in, samples, in_info.frames);
+  SF_INFO out_info = {0};
+  out_info.samplerate = in_info.samplerate;
+  out_info.channels = in_info.channels;
+  out_info.format = SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
+  SNDFILE* out = sf_open(argv[2], SFM_WRITE, &out_info);
+  if (!out) { fprintf(stderr, "%s: %s\n", argv[2], sf_strerror(NULL)); return 1; }
+  sf_writef_float(out, samples, n);
+  sf_close(out);
+  sf_close(in);
+  return 0;
+}
+C
+    cc -O2 "$work/to_mp3.c" -o "$work/to_mp3" -lsndfile
+    for f in "$source_corpus"/wavs/*.wav; do "$work/to_mp3" "$f" "$work/clips/$(basename "${f%.wav}").mp3"; done ;;
+  *) echo "FORMAT must be wav, flac or mp3" >&2; exit 2 ;;
+esac
+
+# COPIES x the metadata rows under distinct ids, each linked to its clip.
+: >"$work/corpus/metadata.csv"
+for ((copy = 0; copy < copies; copy++)); do
+  while IFS='|' read -r id text normalized; do
+    ln -s "$work/clips/$id.$format" "$work/corpus/wavs/$id-$copy.$format"
+    printf '%s-%s|%s|%s\n' "$id" "$copy" "$text" "$normalized" >>"$work/corpus/metadata.csv"
+  done <"$source_corpus/metadata.csv"
+done
+cat "$work"/clips/* "$source_corpus"/wavs/* >/dev/null  # page cache, for both sides
+
+# Mel math alone, one thread, on the decoded frames of the same clips (repeat = COPIES passes).
+mel_json=$("$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1)
+mel_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sluice_mel_only_audio_s_per_s"])')
+
+launcher=""
+[ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
+# The job's CPU time (user + system of every rank: mpirun waits for them) beside its wall time:
+# on a loaded machine wall time also counts waiting for a core.
+start=$(date +%s.%N)
+cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads 1 \
+  --set cache.shard_size=64 >"$work/prep-log.txt" 2>&1; } 2>&1 )
+end=$(date +%s.%N)
+
+/usr/bin/python3 - "$work/cache" "$mel_rate" "$start" "$end" "$ranks" "$format" "$copies" $cpu <<'PY'
+import json, os, sys
+cache, mel, start, end, ranks, fmt, copies, user, system = sys.argv[1:]
+mel, wall, ranks = float(mel), float(end) - float(start), int(ranks)
+cpu_seconds = float(user) + float(system)
+cores = min(ranks, os.cpu_count())
+manifest = json.load(open(f"{cache}/manifest.json"))
+report = json.load(open(f"{cache}/prep-report.json"))
+audio = manifest["totals"]["seconds"]
+per_core = audio / wall / cores
+print(f"corpus: sample corpus x {copies} as {fmt}, {manifest['totals']['samples']} clips, {audio / 3600:.2f} h; "
+      f"{ranks} rank(s) x 1 worker on {os.cpu_count()} core(s); load average {os.getloadavg()[0]:.1f}")
+print(f"{'':<44}{'audio-s/s':>12}")
+print(f"{'mel math alone, 1 core':<44}{mel:>12.0f}")
+print(f"{'sluice prep, per core (whole job wall)':<44}{per_core:>12.0f}")
+print(f"{'sluice prep, per CPU-second (user + sys)':<44}{audio / cpu_seconds:>12.0f}")
+print(f"ratio prep per core / mel alone: {per_core / mel:.2f}  (goal: >= 0.7 WAV, >= 0.5 FLAC/MP3)")
+print(f"ratio prep per CPU-second / mel alone: {audio / cpu_seconds / mel:.2f}  (less sensitive to other load)")
+stages = {}
+for rank in report["ranks"]:
+    for name, seconds in rank["stages"].items():
+        stages[name] = stages.get(name, 0.0) + seconds
+cpu = wall * cores
+print(f"where the {cpu:.1f} core-seconds went (prep report stages, thread-seconds summed over ranks):")
+for name in ["decode", "text", "features", "write"]:
+    s = stages.get(name, 0.0)
+    print(f"  {name:<10}{s:>9.2f} s  {100 * s / cpu:5.1f}% of core-seconds  {s / stages['features']:5.2f}x features")
+rest = cpu - sum(stages.values())
+print(f"  {'rest':<10}{rest:>9.2f} s  {100 * rest / cpu:5.1f}%  (start-up, listing, header probe, MPI, index, manifest, idle)")
+print(f"features stage vs mel alone: {audio / stages['features']:.0f} audio-s per feature-second "
+      f"({audio / stages['features'] / mel:.2f}x the mel-alone rate)")
+PY
