@@ -18,7 +18,6 @@
 #include "common/log.h"
 #include "common/slurm_env.h"
 #include "common/stop_signal.h"
-#include "model/device_facts.h"
 #include "model/trainer.h"
 #include "runtime/rank_timing.h"
 #include "runtime/train/batch_feeder.h"
