@@ -16,12 +16,12 @@ namespace sluice::runtime {
 using nlohmann::json;
 
 DataSide::DataSide(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
-                   const std::string& transport, const model::FeatureTransformSettings& features,
+                   const std::string& backend, const model::FeatureTransformSettings& features,
                    size_t slot_bytes) {
   // Feature work runs on the data side: on the data rank's GPU when the batches travel in device
   // memory, else in the reader threads on the host.
-  if (me.role == Role::data && transport::moves_device_memory(transport) && me.gpu >= 0) {
-    set_up_gpu(session, settings, me, transport, features, slot_bytes);
+  if (me.role == Role::data && transport::moves_device_memory(backend) && me.gpu >= 0) {
+    set_up_gpu(session, settings, me, backend, features, slot_bytes);
   } else {
     host_transform_ = std::make_unique<model::FeatureTransform>(features, "cpu");
     if (!host_transform_->active()) host_transform_.reset();
@@ -31,7 +31,7 @@ DataSide::DataSide(const MpiSession& session, const TrainSettings& settings, con
 DataSide::~DataSide() = default;
 
 void DataSide::set_up_gpu(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
-                          const std::string& transport, const model::FeatureTransformSettings& features,
+                          const std::string& backend, const model::FeatureTransformSettings& features,
                           size_t slot_bytes) {
   // Batches are collated straight into pinned memory: the upload (or cuda_ipc's copy into the
   // model rank's slot) then runs at the bus's rate, with no staging copy.
@@ -52,7 +52,7 @@ void DataSide::set_up_gpu(const MpiSession& session, const TrainSettings& settin
   }
   // nccl sends from device memory; cuda_ipc copies host memory straight into the model rank's
   // slot, so it needs an upload only for GPU work.
-  if (transport == "nccl" || gpu_transform_) upload_ = std::make_unique<transport::DeviceUpload>(me.gpu, slot_bytes);
+  if (backend == "nccl" || gpu_transform_) upload_ = std::make_unique<transport::DeviceUpload>(me.gpu, slot_bytes);
 }
 
 std::pmr::memory_resource* DataSide::batch_memory() const {

@@ -27,12 +27,12 @@ namespace sluice::runtime {
 class DataSide final : public BatchWork {
  public:
   // `me`: this rank, which runs the data side (a data rank, or one process doing both);
-  // `transport`: the run's resolved transport; `slot_bytes`: the plan's largest batch (the
-  // upload buffer's size). On a GPU data rank it caps the rank's torch memory at
-  // roles.data_gpu_memory_fraction, and throws ConfigError when the upload buffer alone exceeds
-  // that share.
+  // `backend`: the run's resolved transport (RolePlan::transport); `slot_bytes`: the plan's
+  // largest batch (the upload buffer's size). On a GPU data rank it caps the rank's torch memory
+  // at roles.data_gpu_memory_fraction, and throws ConfigError when the upload buffer alone
+  // exceeds that share.
   DataSide(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
-           const std::string& transport, const model::FeatureTransformSettings& features, size_t slot_bytes);
+           const std::string& backend, const model::FeatureTransformSettings& features, size_t slot_bytes);
   ~DataSide() override;
   DataSide(const DataSide&) = delete;
   DataSide& operator=(const DataSide&) = delete;
@@ -52,7 +52,7 @@ class DataSide final : public BatchWork {
 
  private:
   void set_up_gpu(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
-                  const std::string& transport, const model::FeatureTransformSettings& features,
+                  const std::string& backend, const model::FeatureTransformSettings& features,
                   size_t slot_bytes);
 
   std::unique_ptr<std::pmr::memory_resource> pinned_;

@@ -18,7 +18,6 @@
 #include "common/log.h"
 #include "common/slurm_env.h"
 #include "common/stop_signal.h"
-#include "model/device_facts.h"
 #include "model/trainer.h"
 #include "runtime/rank_timing.h"
 #include "runtime/train/batch_feeder.h"
@@ -267,15 +266,16 @@ void run_model_rank(RankRun& run, const MpiCommunicator& model_comm, json& rank_
   if (peers) run.context.measure_allreduce = [&reducer](size_t floats) { return reducer.measure_bandwidth(floats, 3); };
   transport::ChannelOptions options = run.channel;
   options.name = "feed rank " + std::to_string(run.me.fed_by) + " -> rank " + std::to_string(run.session.rank());
-  const std::string& transport = run.setup.roles.transport;
+  const std::string& backend = run.setup.roles.transport;
   std::unique_ptr<transport::ReceiveChannel> receiver;
   if (!run.settings.replay_from_memory) {
-    receiver = transport::make_receive_channel(transport, run.session, run.me.fed_by, run.me.gpu, options);
+    receiver = transport::make_receive_channel(backend, run.session, run.me.fed_by, run.me.gpu, options);
   }
   const auto add_channel_stats = [&] {
-    if (receiver) run.timeline.channels.push_back(channel_json(options.name, run.me.fed_by, "receive", receiver->stats()));
+    if (!receiver) return;
+    run.timeline.channels.push_back(channel_json(options.name, run.me.fed_by, "receive", receiver->stats()));
   };
-  const ModelFeed feed{receiver.get(), run.me.fed_by, transport::moves_device_memory(transport)};
+  const ModelFeed feed{receiver.get(), run.me.fed_by, transport::moves_device_memory(backend)};
   try {
     rank_stats = train_model(run.session, run.settings, run.setup, run.reader, feed, peers ? &reducer : nullptr,
                              run.context);

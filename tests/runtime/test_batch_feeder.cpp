@@ -12,6 +12,7 @@
 
 #include "cache/cache_reader.h"
 #include "cache_test_util.h"
+#include "common/error.h"
 #include "runtime/train/batch_buffer.h"
 #include "runtime/train/batch_feeder.h"
 #include "runtime/transport/feed_factory.h"
@@ -124,6 +125,31 @@ TEST(BatchFeeder, EveryPlannedBatchOnceInOrderFromTheGivenMemory) {
   EXPECT_GE(batches.allocations.load(), steps);  // one buffer per collated batch
   EXPECT_EQ(batches.live_bytes.load(), 0);       // and every one given back
   EXPECT_EQ(heap.allocations.load(), 0) << "a batch was allocated outside FeedOptions::batch_memory";
+}
+
+// The train job makes its channels by the role plan's transport name: a name that cannot join the
+// two ends asked for is a ConfigError naming it, not a silent fallback to another transport.
+TEST(FeedFactory, PicksByNameAndRefusesANameThatCannotJoinTheEnds) {
+  transport::ChannelOptions options;
+  options.slot_bytes = 64;
+  options.timeout_s = 5;
+  auto pair = transport::make_channel_pair("inproc", -1, options);
+  const char bytes[3] = {1, 2, 3};
+  pair.sender->send(bytes, sizeof(bytes));
+  const auto received = pair.receiver->receive();
+  ASSERT_TRUE(received.has_value());
+  EXPECT_EQ(received->bytes, sizeof(bytes));
+  EXPECT_EQ(static_cast<const char*>(received->data)[2], 3);
+  try {
+    transport::make_channel_pair("mpi", -1, options);
+    FAIL() << "mpi cannot join two threads of one process";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("'mpi'"), std::string::npos) << error.what();
+  }
+  EXPECT_TRUE(transport::moves_device_memory("nccl"));
+  EXPECT_TRUE(transport::moves_device_memory("cuda_ipc"));
+  EXPECT_FALSE(transport::moves_device_memory("mpi"));
+  EXPECT_FALSE(transport::moves_device_memory("inproc"));
 }
 
 }  // namespace
