@@ -1,20 +1,37 @@
 #include "model/loopback_reducer.h"
 
+#include <memory>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/error.h"
+#include "gradient_reducer_suite.h"
+
 namespace sluice::model {
 namespace {
 
-TEST(LoopbackReducer, SumIsLocalTimesWorldSize) {
-  LoopbackReducer reducer(3);
-  std::vector<float> data{1.0f, -2.5f, 0.0f};
-  reducer.all_reduce_sum(data.data(), data.size());
-  EXPECT_EQ(data, (std::vector<float>{3.0f, -7.5f, 0.0f}));
-}
+using testing::GradientReducerSuite;
 
-TEST(LoopbackReducer, StartedBucketsAreReducedByWaitAll) {
+// The suite every reducer passes, for the loopback reducer standing in for three ranks.
+class LoopbackHarness : public testing::ReducerHarness {
+ public:
+  std::unique_ptr<GradientReducer> make(double /*timeout_s: nothing to wait for*/) override {
+    return std::make_unique<LoopbackReducer>(3);
+  }
+  bool ranks_are_processes() const override { return false; }
+  std::string silent_peer_skip_reason() const override {
+    return "one process stands in for every rank: no peer can be silent";
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Loopback, GradientReducerSuite,
+                         ::testing::Values(testing::ReducerImplementation{
+                             "loopback", [] { return std::make_unique<LoopbackHarness>(); }}),
+                         testing::implementation_name);
+
+// What the loopback reducer records for the trainer's tests: which buckets it was given.
+TEST(LoopbackReducer, RecordsTheStartedBucketsAndWaitAllCalls) {
   LoopbackReducer reducer(2, 1024);
   std::vector<float> first(1000, 1.0f), second(10, -4.0f);
   reducer.start(0, first.data(), first.size());
@@ -29,7 +46,11 @@ TEST(LoopbackReducer, StartedBucketsAreReducedByWaitAll) {
   EXPECT_EQ(calls[1].bucket_id, 1);
   EXPECT_EQ(reducer.wait_all_calls(), 1);
   EXPECT_EQ(reducer.bucket_bytes(), 1024u);
-  reducer.wait_all();  // nothing in flight: returns at once
+}
+
+TEST(LoopbackReducer, RefusesNoRanksAndBucketsSmallerThanAFloat) {
+  EXPECT_THROW(LoopbackReducer(0), ConfigError);
+  EXPECT_THROW(LoopbackReducer(2, 3), ConfigError);
 }
 
 }  // namespace
