@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "common/error.h"
@@ -33,6 +34,10 @@ int64_t now_ns() {
 }
 
 constexpr int heartbeat_tag = 1;
+// "I am leaving" (a rank past its finish line, in MpiSession's destructor): its silence from
+// then on is no sign of trouble.
+constexpr int farewell_tag = 2;
+constexpr int64_t departed = std::numeric_limits<int64_t>::max();
 std::atomic<const Heartbeat*> process_heartbeat{nullptr};
 
 }  // namespace
@@ -285,9 +290,17 @@ void Heartbeat::stop() {
 const Heartbeat* Heartbeat::process() { return process_heartbeat.load(); }
 
 void Heartbeat::loop() {
-  while (!stopping_) {
+  while (true) {
+    if (stopping_) {
+      try {
+        beat(farewell_tag);
+      } catch (const std::exception&) {
+        // Leaving anyway: the others then warn about this rank's silence, nothing worse.
+      }
+      return;
+    }
     try {
-      beat();
+      beat(heartbeat_tag);
       listen();
       warn_about_silence();
     } catch (const std::exception& error) {
@@ -299,12 +312,12 @@ void Heartbeat::loop() {
   }
 }
 
-void Heartbeat::beat() {
+void Heartbeat::beat(int tag) {
   static const char alive = 1;  // never written: MPI may read it after the request is freed
   for (int r = 0; r < static_cast<int>(hosts_.size()); ++r) {
     if (r == rank_) continue;
     MPI_Request request;
-    check_mpi(MPI_Isend(&alive, 1, MPI_CHAR, r, heartbeat_tag, comm_, &request), "MPI_Isend(heartbeat)");
+    check_mpi(MPI_Isend(&alive, 1, MPI_CHAR, r, tag, comm_, &request), "MPI_Isend(heartbeat)");
     check_mpi(MPI_Request_free(&request), "MPI_Request_free(heartbeat)");
   }
 }
@@ -314,11 +327,12 @@ void Heartbeat::listen() {
     int arrived = 0;
     MPI_Message message;
     MPI_Status status;
-    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, heartbeat_tag, comm_, &arrived, &message, &status), "MPI_Improbe(heartbeat)");
+    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &message, &status), "MPI_Improbe(heartbeat)");
     if (!arrived) break;
     char byte = 0;
     check_mpi(MPI_Mrecv(&byte, 1, MPI_CHAR, &message, MPI_STATUS_IGNORE), "MPI_Mrecv(heartbeat)");
-    heard_ns_[static_cast<size_t>(status.MPI_SOURCE)] = now_ns();
+    std::atomic<int64_t>& heard = heard_ns_[static_cast<size_t>(status.MPI_SOURCE)];
+    if (heard.load() != departed) heard = status.MPI_TAG == farewell_tag ? departed : now_ns();
   }
   listened_ns_ = now_ns();
 }
@@ -342,7 +356,9 @@ void Heartbeat::warn_about_silence() {
 
 double Heartbeat::silent_s(int rank) const {
   if (rank == rank_ || rank < 0 || rank >= static_cast<int>(hosts_.size())) return 0.0;
-  const int64_t silent = listened_ns_.load() - heard_ns_[static_cast<size_t>(rank)].load();
+  const int64_t heard = heard_ns_[static_cast<size_t>(rank)].load();
+  if (heard == departed) return 0.0;  // it finished and said goodbye
+  const int64_t silent = listened_ns_.load() - heard;
   return std::max<int64_t>(0, silent) * 1e-9;
 }
 

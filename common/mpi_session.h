@@ -78,7 +78,9 @@ class MpiSession {
 // Silence is counted only while this rank's own thread listens (a stopped or starved listener
 // does not blame its peers). When a peer has been silent for half the deadline, the thread logs
 // a warning naming it, so that the culprit is named even if the launcher ends the job first.
-// What a heartbeat cannot see: a live process whose main thread is stuck in a loop or deadlock.
+// A rank that ends normally says goodbye (MpiSession's destructor): its silence after that is
+// not counted. What a heartbeat cannot see: a live process whose main thread is stuck in a loop
+// or deadlock.
 class Heartbeat {
  public:
   Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat);
@@ -105,7 +107,7 @@ class Heartbeat {
 
  private:
   void loop();
-  void beat();
+  void beat(int tag);
   void listen();
   void warn_about_silence();
   std::string describe(int rank) const;
