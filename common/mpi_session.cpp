@@ -323,6 +323,19 @@ void Heartbeat::beat(int tag) {
 }
 
 void Heartbeat::listen() {
+  // This rank itself did not run for a while (stopped and continued, or starved of CPU): the
+  // others' silence in that time is not theirs to answer for (their beats queued up unread, or
+  // they gave up on this rank and ended). Silence counts only while this rank listens.
+  const int64_t gap = now_ns() - listened_ns_.load();
+  const auto expected = static_cast<int64_t>(interval_s_.load() * 1e9);
+  if (gap > 3 * expected) {
+    const int64_t lost = gap - expected;
+    for (size_t r = 0; r < hosts_.size(); ++r) {
+      if (heard_ns_[r].load() != departed) heard_ns_[r] += lost;
+    }
+    log::get("runtime")->warn("this rank did not run for {:.1f} s (stopped, or starved of CPU); other ranks may "
+                              "have named it", double(lost) * 1e-9);
+  }
   while (true) {
     int arrived = 0;
     MPI_Message message;

@@ -75,8 +75,8 @@ class MpiSession {
 // timeout_s is silent: the thread runs whatever the rank's other threads do (a long torch step,
 // a blocking read), so silence means the process is not running at all (stopped, dead) or its
 // network is gone. The thread is scheduled even on a rank held to a few percent of a core.
-// Silence is counted only while this rank's own thread listens (a stopped or starved listener
-// does not blame its peers). When a peer has been silent for half the deadline, the thread logs
+// Silence is counted only while this rank's own thread listens: a listener that was stopped or
+// starved does not blame its peers for the time it did not run (it logs that it did not run). When a peer has been silent for half the deadline, the thread logs
 // a warning naming it, so that the culprit is named even if the launcher ends the job first.
 // A rank that ends normally says goodbye (MpiSession's destructor): its silence after that is
 // not counted. What a heartbeat cannot see: a live process whose main thread is stuck in a loop
