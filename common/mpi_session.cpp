@@ -1,5 +1,10 @@
 #include "common/mpi_session.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <thread>
 
 #include "common/error.h"
@@ -12,6 +17,28 @@ namespace {
 // Polling interval of the deadline loops: short against any deadline a user sets (seconds),
 // long enough not to burn a core while waiting.
 constexpr auto poll_interval = std::chrono::microseconds(200);
+
+// SLUICE_HEARTBEAT: on (default), off (MULTIPLE, no heartbeat), serialized (MPI_THREAD_SERIALIZED,
+// no heartbeat: sluice before the heartbeat). A measuring aid, see MpiSession.
+std::string heartbeat_mode() {
+  const char* value = std::getenv("SLUICE_HEARTBEAT");
+  const std::string mode = value == nullptr || *value == '\0' ? "on" : value;
+  if (mode != "on" && mode != "off" && mode != "serialized") {
+    throw ConfigError("SLUICE_HEARTBEAT=" + mode + " is not one of on, off, serialized; unset it");
+  }
+  return mode;
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+constexpr int heartbeat_tag = 1;
+// "I am leaving" (a rank past its finish line, in MpiSession's destructor): its silence from
+// then on is no sign of trouble.
+constexpr int farewell_tag = 2;
+constexpr int64_t departed = std::numeric_limits<int64_t>::max();
+std::atomic<const Heartbeat*> process_heartbeat{nullptr};
 
 }  // namespace
 
@@ -73,13 +100,17 @@ void MpiCommunicator::free() noexcept {
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialised = 0;
   MPI_Initialized(&initialised);
+  const std::string mode = heartbeat_mode();
+  int provided = MPI_THREAD_SINGLE;
   if (!initialised) {
-    int provided = 0;
-    // SERIALIZED, not FUNNELED: on a CUDA trainer the gradient hooks that start each bucket's
-    // all-reduce run on torch's autograd thread for the device while the main thread waits in
-    // backward(), so MPI is called from two threads, never at the same time.
-    check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    // MULTIPLE: the heartbeat thread calls MPI at any time. (Without it, SERIALIZED would do: on
+    // a CUDA trainer the gradient hooks that start each bucket's all-reduce run on torch's
+    // autograd thread while the main thread waits in backward(), never at the same time.)
+    const int wanted = mode == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+    check_mpi(MPI_Init_thread(argc, argv, wanted, &provided), "MPI_Init_thread");
     owns_mpi_ = true;
+  } else {
+    MPI_Query_thread(&provided);
   }
   // Errors come back as codes so that check_mpi() can turn them into exceptions with context.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -103,9 +134,23 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   MPI_Comm_size(node, &local_size_);
   MPI_Comm_free(&node);
   log::set_identity(rank_, host());
+  const bool beat = mode == "on" && provided >= MPI_THREAD_MULTIPLE && size_ > 1;
+  if (mode == "on" && provided < MPI_THREAD_MULTIPLE && size_ > 1) {
+    log::get("runtime")->warn("MPI provides thread level {} below MPI_THREAD_MULTIPLE: no heartbeat, so every wait "
+                              "across ranks is a plain deadline of runtime.timeout_s (a slow step can fail the run)",
+                              provided);
+  }
+  heartbeat_ = std::make_unique<Heartbeat>(MPI_COMM_WORLD, hosts_, beat);
+}
+
+const Heartbeat* MpiSession::heartbeat(double timeout_s) const {
+  if (!heartbeat_) return nullptr;
+  heartbeat_->start(timeout_s);
+  return heartbeat_->running() ? heartbeat_.get() : nullptr;
 }
 
 MpiSession::~MpiSession() {
+  heartbeat_.reset();  // its thread makes MPI calls: stopped before MPI_Finalize
   if (owns_mpi_) {
     int finalised = 0;
     MPI_Finalized(&finalised);
@@ -239,6 +284,160 @@ std::string broadcast_string(const MpiSession& session, const std::string& value
     return value;
   }
   return receive_string(session, 0, tag, deadline, what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heartbeat
+
+Heartbeat::Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat)
+    : hosts_(std::move(hosts)), beat_(beat), heard_ns_(new std::atomic<int64_t>[hosts_.size()]),
+      warned_(hosts_.size(), false) {
+  MPI_Comm_rank(world, &rank_);
+  // Collective (every rank makes its session): a communicator of its own, so that no heartbeat
+  // can match a receive of the feed or of the all-reduce.
+  check_mpi(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup(heartbeat)");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  for (size_t r = 0; r < hosts_.size(); ++r) heard_ns_[r] = 0;
+}
+
+Heartbeat::~Heartbeat() {
+  stop();
+  if (comm_ != MPI_COMM_NULL) {
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (!finalised) MPI_Comm_free(&comm_);
+  }
+}
+
+void Heartbeat::start(double timeout_s) {
+  if (!beat_ || !(timeout_s > 0)) return;
+  // Ten beats per deadline: a peer is silent only after missing ten in a row.
+  const double interval = std::clamp(timeout_s / 10, 0.01, 0.5);
+  if (interval < interval_s_.load()) interval_s_ = interval;
+  if (warn_after_s_.load() == 0.0 || timeout_s / 2 < warn_after_s_.load()) warn_after_s_ = timeout_s / 2;
+  if (thread_.joinable()) return;
+  const int64_t now = now_ns();
+  for (size_t r = 0; r < hosts_.size(); ++r) heard_ns_[r] = now;
+  listened_ns_ = now;
+  thread_ = std::thread([this] { loop(); });
+  process_heartbeat = this;
+}
+
+void Heartbeat::stop() {
+  if (!thread_.joinable()) return;
+  if (process_heartbeat.load() == this) process_heartbeat = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_requested_.notify_all();
+  thread_.join();
+}
+
+const Heartbeat* Heartbeat::process() { return process_heartbeat.load(); }
+
+void Heartbeat::loop() {
+  while (true) {
+    if (stopping_) {
+      try {
+        beat(farewell_tag);
+      } catch (const std::exception&) {
+        // Leaving anyway: the others then warn about this rank's silence, nothing worse.
+      }
+      return;
+    }
+    try {
+      beat(heartbeat_tag);
+      listen();
+      warn_about_silence();
+    } catch (const std::exception& error) {
+      // An MPI error here (a peer's connection gone) says nothing the silence will not.
+      log::get("runtime")->debug("heartbeat: {}", error.what());
+    }
+    std::unique_lock<std::mutex> lock(stop_mutex_);
+    stop_requested_.wait_for(lock, std::chrono::duration<double>(interval_s_.load()), [&] { return stopping_.load(); });
+  }
+}
+
+void Heartbeat::beat(int tag) {
+  static const char alive = 1;  // never written: MPI may read it after the request is freed
+  for (int r = 0; r < static_cast<int>(hosts_.size()); ++r) {
+    if (r == rank_) continue;
+    MPI_Request request;
+    check_mpi(MPI_Isend(&alive, 1, MPI_CHAR, r, tag, comm_, &request), "MPI_Isend(heartbeat)");
+    check_mpi(MPI_Request_free(&request), "MPI_Request_free(heartbeat)");
+  }
+}
+
+void Heartbeat::listen() {
+  // This rank itself did not run for a while (stopped and continued, or starved of CPU): the
+  // others' silence in that time is not theirs to answer for (their beats queued up unread, or
+  // they gave up on this rank and ended). Silence counts only while this rank listens.
+  const int64_t gap = now_ns() - listened_ns_.load();
+  const auto expected = static_cast<int64_t>(interval_s_.load() * 1e9);
+  if (gap > 3 * expected) {
+    const int64_t lost = gap - expected;
+    for (size_t r = 0; r < hosts_.size(); ++r) {
+      if (heard_ns_[r].load() != departed) heard_ns_[r] += lost;
+    }
+    log::get("runtime")->warn("this rank did not run for {:.1f} s (stopped, or starved of CPU); other ranks may "
+                              "have named it", double(lost) * 1e-9);
+  }
+  while (true) {
+    int arrived = 0;
+    MPI_Message message;
+    MPI_Status status;
+    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &message, &status), "MPI_Improbe(heartbeat)");
+    if (!arrived) break;
+    char byte = 0;
+    check_mpi(MPI_Mrecv(&byte, 1, MPI_CHAR, &message, MPI_STATUS_IGNORE), "MPI_Mrecv(heartbeat)");
+    std::atomic<int64_t>& heard = heard_ns_[static_cast<size_t>(status.MPI_SOURCE)];
+    if (heard.load() != departed) heard = status.MPI_TAG == farewell_tag ? departed : now_ns();
+  }
+  listened_ns_ = now_ns();
+}
+
+void Heartbeat::warn_about_silence() {
+  const double warn_after = warn_after_s_.load();
+  for (int r = 0; r < static_cast<int>(hosts_.size()); ++r) {
+    if (r == rank_) continue;
+    const double silent = silent_s(r);
+    if (!warned_[static_cast<size_t>(r)] && silent > warn_after) {
+      warned_[static_cast<size_t>(r)] = true;
+      log::get("runtime")->warn("{} has given no sign of life for {:.1f} s (half of runtime.timeout_s): stopped, "
+                                "dead or cut off? A rank waiting on it fails at runtime.timeout_s",
+                                describe(r), silent);
+    } else if (warned_[static_cast<size_t>(r)] && silent < interval_s_.load() * 2) {
+      warned_[static_cast<size_t>(r)] = false;
+      log::get("runtime")->info("{} is alive again", describe(r));
+    }
+  }
+}
+
+double Heartbeat::silent_s(int rank) const {
+  if (rank == rank_ || rank < 0 || rank >= static_cast<int>(hosts_.size())) return 0.0;
+  const int64_t heard = heard_ns_[static_cast<size_t>(rank)].load();
+  if (heard == departed) return 0.0;  // it finished and said goodbye
+  const int64_t silent = listened_ns_.load() - heard;
+  return std::max<int64_t>(0, silent) * 1e-9;
+}
+
+int Heartbeat::first_silent(const std::vector<int>& ranks, double timeout_s) const {
+  for (int r : ranks) {
+    if (silent_s(r) > timeout_s) return r;
+  }
+  return -1;
+}
+
+std::string Heartbeat::describe(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(hosts_.size())) return "rank " + std::to_string(rank);
+  return "rank " + std::to_string(rank) + " (host " + hosts_[static_cast<size_t>(rank)] + ")";
+}
+
+std::string Heartbeat::describe_silence(int rank, double timeout_s) const {
+  char seconds[64];
+  std::snprintf(seconds, sizeof(seconds), "%.1f s (runtime.timeout_s = %g)", silent_s(rank), timeout_s);
+  return describe(rank) + " gave no sign of life for " + seconds + ": it is stopped, dead or cut off from this rank";
 }
 
 }  // namespace sluice

@@ -6,8 +6,13 @@
 // heard from; the launcher then calls abort() so the other ranks are not left waiting either.
 //
 // Without mpirun/srun the same code runs as a one-rank world (MPI singleton).
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <mpi.h>
@@ -16,11 +21,16 @@
 
 namespace sluice {
 
+class Heartbeat;
+
 class MpiSession {
  public:
-  // Initialises MPI with MPI_THREAD_SERIALIZED (one thread at a time calls MPI: the main thread,
-  // and a CUDA trainer's autograd thread while the main thread waits in backward) unless it is
-  // already initialised, and exchanges host names (a collective made once at start-up).
+  // Initialises MPI with MPI_THREAD_MULTIPLE (the heartbeat thread below calls MPI while the main
+  // thread and a CUDA trainer's autograd thread do) unless it is already initialised, exchanges
+  // host names and duplicates the world communicator for the heartbeat (collectives made once at
+  // start-up). SLUICE_HEARTBEAT=off keeps MULTIPLE without a heartbeat, =serialized asks for
+  // MPI_THREAD_SERIALIZED and no heartbeat (both: to measure what the heartbeat costs; without a
+  // heartbeat every wait falls back to a plain deadline of timeout_s).
   MpiSession(int* argc, char*** argv);
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
@@ -40,6 +50,11 @@ class MpiSession {
   // Ends every rank of the job with `code`. Used after an error that other ranks may wait on.
   [[noreturn]] void abort(int code) const;
 
+  // This rank's heartbeat (see Heartbeat), started on the first call; later calls with a shorter
+  // timeout_s make it beat more often. nullptr where there is none (one rank, SLUICE_HEARTBEAT).
+  // Every rank that waits on another calls it with runtime.timeout_s before its first wait.
+  const Heartbeat* heartbeat(double timeout_s) const;
+
  private:
   bool owns_mpi_ = false;
   int rank_ = 0;
@@ -47,6 +62,70 @@ class MpiSession {
   int local_rank_ = 0;
   int local_size_ = 1;
   std::vector<std::string> hosts_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // stopped before MPI_Finalize
+};
+
+// LIVENESS. A deadline in sluice measures whether a peer is alive, not how long its work takes:
+// a model step, a checkpoint or a validation of any length never fails a run, while a rank that
+// is stopped (SIGSTOP, a frozen node), dead or cut off is named within about runtime.timeout_s.
+//
+// Every rank runs one heartbeat thread that sends a one-byte "alive" message to every other rank
+// every interval_s() (runtime.timeout_s / 10, at most 0.5 s) on a communicator of its own, and
+// takes the others' messages as they come. A rank whose messages stopped for longer than
+// timeout_s is silent: the thread runs whatever the rank's other threads do (a long torch step,
+// a blocking read), so silence means the process is not running at all (stopped, dead) or its
+// network is gone. The thread is scheduled even on a rank held to a few percent of a core.
+// Silence is counted only while this rank's own thread listens: a listener that was stopped or
+// starved does not blame its peers for the time it did not run (it logs that it did not run). When a peer has been silent for half the deadline, the thread logs
+// a warning naming it, so that the culprit is named even if the launcher ends the job first.
+// A rank that ends normally says goodbye (MpiSession's destructor): its silence after that is
+// not counted. What a heartbeat cannot see: a live process whose main thread is stuck in a loop
+// or deadlock.
+class Heartbeat {
+ public:
+  Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // Starts the thread (once) or shortens its interval to fit timeout_s.
+  void start(double timeout_s);
+  // Stops the thread; no MPI call after it returns. Called before MPI_Finalize.
+  void stop();
+  bool running() const { return thread_.joinable(); }
+  double interval_s() const { return interval_s_.load(); }
+  // Seconds `rank` has been silent while this rank listened; 0 for this rank itself.
+  double silent_s(int rank) const;
+  // The first of `ranks` silent for longer than timeout_s, or -1.
+  int first_silent(const std::vector<int>& ranks, double timeout_s) const;
+  // "rank 3 (host node1) gave no sign of life for 4.2 s (runtime.timeout_s = 4): it is stopped,
+  // dead or cut off from this rank"
+  std::string describe_silence(int rank, double timeout_s) const;
+  // The running heartbeat of this process, or nullptr: for code that has no MpiSession (the
+  // gradient reducer).
+  static const Heartbeat* process();
+
+ private:
+  void loop();
+  void beat(int tag);
+  void listen();
+  void warn_about_silence();
+  std::string describe(int rank) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  std::vector<std::string> hosts_;
+  bool beat_ = true;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex stop_mutex_;
+  std::condition_variable stop_requested_;
+  std::atomic<double> interval_s_{0.5};
+  std::atomic<double> warn_after_s_{0.0};
+  // Steady-clock nanoseconds: when each rank was last heard, when this rank last listened.
+  std::unique_ptr<std::atomic<int64_t>[]> heard_ns_;
+  std::atomic<int64_t> listened_ns_{0};
+  std::vector<bool> warned_;  // heartbeat thread only
 };
 
 // The one MPI error wrapper: throws TransportError("CALL failed: <MPI's message>") unless

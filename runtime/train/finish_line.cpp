@@ -13,9 +13,15 @@ constexpr int alive_tag = 7330;
 }  // namespace
 
 FinishLine::FinishLine(const MpiSession& session, double timeout_s, std::vector<int> watchers)
-    : session_(session), timeout_s_(timeout_s), watchers_(std::move(watchers)), last_sent_(Clock::now()) {}
+    : session_(session),
+      timeout_s_(timeout_s),
+      watchers_(std::move(watchers)),
+      last_sent_(Clock::now()),
+      heartbeat_(session.heartbeat(timeout_s)) {}
 
 void FinishLine::still_working() {
+  // The heartbeat says so already, from a thread of its own, even in the middle of a long step.
+  if (heartbeat_ != nullptr) return;
   if (watchers_.empty() ||
       std::chrono::duration<double>(Clock::now() - last_sent_).count() < timeout_s_ / 4) {
     return;
@@ -47,10 +53,22 @@ void FinishLine::wait_for_everyone() {
   MPI_Request barrier;
   check_mpi(MPI_Ibarrier(session_.world(), &barrier), "MPI_Ibarrier");
   auto last_heard = Clock::now();
+  std::vector<int> everyone;
+  for (int r = 0; r < session_.size(); ++r) everyone.push_back(r);
   while (true) {
     int done = 0;
     check_mpi(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)");
     if (done) break;
+    if (heartbeat_ != nullptr) {
+      // Every rank is waited for as long as it is alive; the first silent one is named.
+      const int silent = heartbeat_->first_silent(everyone, timeout_s_);
+      if (silent >= 0) {
+        throw TransportError("the end of the run: not every rank arrived, and " +
+                             heartbeat_->describe_silence(silent, timeout_s_));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     drain_alive_messages(last_heard);
     if (std::chrono::duration<double>(Clock::now() - last_heard).count() > timeout_s_) {
       throw TransportError("the end of the run: not every rank arrived, and none of the ranks still working said so "

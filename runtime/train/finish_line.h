@@ -4,7 +4,10 @@
 // batch several steps before its model ranks train it (and an idle data rank of a replay run
 // finishes at once), and the first model rank writes the final checkpoint while the others wait.
 // A plain deadline on that wait would cap how long the last validation or checkpoint may take;
-// none would let a hung rank hang the job. So the ranks still working say so:
+// none would let a hung rank hang the job. So the ranks still working say so: the process's
+// heartbeat (common/mpi_session.h, LIVENESS) does, and wait_for_everyone() waits while every
+// rank is alive and names the first silent for runtime.timeout_s. Without a heartbeat
+// (SLUICE_HEARTBEAT=off|serialized) the ranks say it themselves:
 //
 //  - still_working() (called at every step boundary and around the final validation and
 //    checkpoint) sends a one-byte "alive" message to this rank's watchers, at most every
@@ -22,6 +25,8 @@ namespace sluice::runtime {
 
 class FinishLine {
  public:
+  // Starts the process's heartbeat (MpiSession::heartbeat) for runtime.timeout_s: made before
+  // any channel or reducer of `sluice train`, on every rank.
   FinishLine(const MpiSession& session, double timeout_s, std::vector<int> watchers);
   void still_working();
   void wait_for_everyone();
@@ -33,6 +38,7 @@ class FinishLine {
   double timeout_s_;
   std::vector<int> watchers_;
   std::chrono::steady_clock::time_point last_sent_;
+  const Heartbeat* heartbeat_;  // nullptr: the "alive" messages below
 };
 
 }  // namespace sluice::runtime

@@ -16,6 +16,19 @@ MpiGradientReducer::MpiGradientReducer(MPI_Comm model_comm, double timeout_s, st
     : comm_(model_comm), timeout_s_(timeout_s), names_(std::move(names)) {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank(model ranks)");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size(model ranks)");
+  // The other members as world ranks: the heartbeat knows ranks of the world.
+  MPI_Group group, world;
+  check_mpi(MPI_Comm_group(comm_, &group), "MPI_Comm_group(model ranks)");
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group(world)");
+  std::vector<int> members(static_cast<size_t>(size_)), in_world(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) members[static_cast<size_t>(r)] = r;
+  check_mpi(MPI_Group_translate_ranks(group, size_, members.data(), world, in_world.data()),
+            "MPI_Group_translate_ranks(model ranks)");
+  check_mpi_or_warn(MPI_Group_free(&group), "MPI_Group_free");
+  check_mpi_or_warn(MPI_Group_free(&world), "MPI_Group_free");
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) others_.push_back(in_world[static_cast<size_t>(r)]);
+  }
 }
 
 MpiGradientReducer::~MpiGradientReducer() {
@@ -28,18 +41,36 @@ MpiGradientReducer::~MpiGradientReducer() {
 void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* what) {
   const auto begin = std::chrono::steady_clock::now();
   const Deadline deadline = deadline_after(timeout_s_);
+  // LIVENESS (common/mpi_session.h): with a heartbeat, the wait lasts as long as every other
+  // model rank is alive, however slow its step, and names the one that went silent (not the
+  // members merely waiting, as a deadline on the collective would).
+  const Heartbeat* heartbeat = Heartbeat::process();
+  int polls = 0;
   while (!requests.empty()) {
     int done = 0;
     check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
               "MPI_Testall(gradient all-reduce)");
     if (done) break;
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (heartbeat != nullptr) {
+      const int silent = heartbeat->first_silent(others_, timeout_s_);
+      if (silent >= 0) {
+        throw TransportError(std::string("timed out in the ") + what + ": " +
+                             heartbeat->describe_silence(silent, timeout_s_) +
+                             " (the model ranks in it: " + names_ + ")");
+      }
+    } else if (std::chrono::steady_clock::now() > deadline) {
       throw TransportError(std::string("timed out after ") + std::to_string(timeout_s_) + " s in the " +
                            what + " waiting for the other model rank(s): " + names_ +
                            ". One of them died, hung, lost its network or is far behind (its log, or mpirun, "
                            "names it)");
     }
-    std::this_thread::yield();
+    // Spin while the reduction is likely close (the common case), then sleep a little: a wait
+    // on a slow rank must not take the cores that rank may share with this one.
+    if (++polls < 10000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   }
   requests.clear();
   exposed_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();

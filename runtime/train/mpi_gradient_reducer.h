@@ -1,7 +1,9 @@
 #pragma once
 // Data-parallel gradient reduction over MPI for CPU model ranks (model/gradient_reducer.h has
 // the protocol): each bucket is an MPI_Iallreduce started as soon as backward finishes it, so
-// reduction overlaps the rest of backward; wait_all() waits with the runtime deadline.
+// reduction overlaps the rest of backward; wait_all() waits while the other model ranks are alive
+// (the process's heartbeat, common/mpi_session.h) and names the first that goes silent for
+// timeout_s; without a heartbeat it waits timeout_s.
 #include <mpi.h>
 
 #include <string>
@@ -40,6 +42,7 @@ class MpiGradientReducer : public model::GradientReducer {
   int size_ = 1;
   double timeout_s_;
   std::string names_;
+  std::vector<int> others_;  // the other members' world ranks
   std::vector<MPI_Request> pending_;
   double exposed_seconds_ = 0;
   // Timing: the buckets of one step in flight, from the first start() to wait_all()'s end, as

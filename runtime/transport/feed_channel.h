@@ -20,9 +20,16 @@
 //     m's receive() returns nullopt once it has handed out all N. m's close() sends "shutdown":
 //     a send() waiting for a credit fails at once. An endpoint destroyed without close(), or
 //     failed, tells its peer "aborted", and the peer's waits fail at once.
-//  5. Deadlines. Every blocking call waits at most timeout_s (runtime.timeout_s), counted from
-//     the start of the call. On expiry it throws TransportError naming the channel, the peer
-//     (rank and host where there is one), the last sequence number seen and what was awaited.
+//  5. Deadlines tell slow from dead (LIVENESS in common/mpi_session.h). A blocking call waits as
+//     long as its peer is alive, however long the peer's step, read or checkpoint takes; it
+//     fails once the peer rank has given no sign of life (the process's heartbeat) for timeout_s
+//     (runtime.timeout_s): stopped, dead or cut off. The TransportError names the channel, the
+//     peer (rank and host), the last sequence number seen, what was awaited and how long the peer
+//     was silent. In-process peers (inproc, nccl loopback) are threads of this process: alive
+//     while it runs, so their waits end only by the peer's close or failure. One exception: a
+//     receive() while the trainer holds every slot can never complete and fails at timeout_s.
+//     Without a heartbeat (SLUICE_HEARTBEAT=off|serialized) every wait is a plain deadline of
+//     timeout_s from the start of the call, as before.
 //     After a TransportError the endpoint is failed: every later call throws again, and the
 //     caller is expected to end the run (MpiSession::abort), not to retry.
 //
@@ -30,11 +37,12 @@
 // receive()/release()/close() on the model side). The two endpoints of an in-process pair may be
 // used from two threads. stats() may be called from any thread. Transports that talk over MPI
 // (mpi, cuda_ipc, nccl) make MPI calls only inside their endpoint's calls, on the calling
-// thread, which in `sluice train` is the main thread (the data rank's main thread sends, the
-// trainer's main thread receives; MpiSession asks for MPI_THREAD_SERIALIZED). A consequence for the
-// mpi transport: a large batch moves while the receiving thread is inside a channel call, so a
-// trainer that computes between receive() calls overlaps transfers only up to MPI's eager size.
-// GPU transports move bytes on a CUDA stream and are not affected.
+// thread, which in `sluice train` is the main thread; MPI runs at MPI_THREAD_MULTIPLE because
+// the heartbeat thread calls MPI at any time. A consequence for the mpi transport: a large batch
+// moves while the receiving thread is inside a channel call (or, slowly, when the heartbeat
+// thread's MPI calls drive Open MPI's progress), so a trainer that computes between receive()
+// calls overlaps transfers only up to MPI's eager size; the sender waits for it, alive, without
+// failing. GPU transports move bytes on a CUDA stream and are not affected.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -51,7 +59,8 @@ struct ChannelOptions {
   // The largest batch in bytes (from the batch plan). Required. The mpi transport takes
   // slot_bytes < 2 GiB.
   size_t slot_bytes = 0;
-  // runtime.timeout_s: the deadline of every blocking call.
+  // runtime.timeout_s: how long the peer may be silent (no heartbeat) before a blocking call
+  // fails naming it (see 5. above).
   double timeout_s = 120.0;
   // Verify an XXH3-64 checksum of every batch (host transports; GPU transports refuse it).
   bool checksum = false;

@@ -35,6 +35,18 @@ bool try_receive(MPI_Comm comm, int peer, int tag, Message& message) {
 
 }  // namespace
 
+bool PeerWatch::gone(Deadline deadline) const {
+  if (heartbeat_ == nullptr) return Clock::now() > deadline;
+  return heartbeat_->silent_s(peer_) > timeout_s_;
+}
+
+std::string PeerWatch::failure(const EndpointNames& names, const std::string& awaited, std::optional<uint64_t> last,
+                               const std::string& hint) const {
+  if (heartbeat_ == nullptr) return describe_timeout(names, timeout_s_, awaited, last, hint);
+  return describe_failure(names, "timed out waiting for " + awaited + ": " + heartbeat_->describe_silence(peer_, timeout_s_),
+                          last, hint.empty() ? "Its log and its node say why; a slow but running peer is waited for" : hint);
+}
+
 int feed_tag(int channel_id, FeedTag tag) { return 0x4000 + 8 * channel_id + static_cast<int>(tag); }
 
 
@@ -91,6 +103,7 @@ MpiFeedSender::MpiFeedSender(const MpiSession& session, int receiver, const Chan
       options_(options),
       names_{options.name, transport, "sender", describe_peer(session, receiver)},
       comm_(session.world()),
+      watch_(session, receiver, options.timeout_s),
       small_(session.world(), receiver) {
   check_peer(session, receiver, options, transport.c_str());
 }
@@ -169,7 +182,7 @@ void MpiFeedSender::wait_for(const std::function<bool()>& done, Deadline deadlin
     take_control();
     if (receiver_stopped_) fail(failure_text(receiver_stop_reason_ + " while this sender waited for " + awaited));
     small_.progress();
-    if (Clock::now() > deadline) fail(describe_timeout(names_, options_.timeout_s, awaited, last()));
+    if (watch_.gone(deadline)) fail(watch_.failure(names_, awaited, last()));
     backoff.pause(transferring);
   }
 }
@@ -251,6 +264,7 @@ MpiFeedReceiver::MpiFeedReceiver(const MpiSession& session, int sender, const Ch
       options_(options),
       names_{options.name, transport, "receiver", describe_peer(session, sender)},
       comm_(session.world()),
+      watch_(session, sender, options.timeout_s),
       small_(session.world(), sender),
       slots_(static_cast<size_t>(options.slots)),
       headers_(new BatchHeader[static_cast<size_t>(options.slots)]) {
@@ -391,10 +405,14 @@ std::optional<ReceivedBatch> MpiFeedReceiver::receive() {
         fail(failure_text("the sender aborted (destroyed without close(), or failed) after sending " +
                           std::to_string(sender_aborted_after_) + " batches"));
       }
-      if (Clock::now() > deadline) {
-        fail(describe_timeout(names_, options_.timeout_s, "batch " + std::to_string(delivered_), last(),
-                              held_hint()));
+      // A trainer that holds every slot waits for nothing that can come: that fails at the
+      // deadline, however alive the sender is.
+      const std::string awaited = "batch " + std::to_string(delivered_);
+      const std::string held = held_hint();
+      if (!held.empty() && Clock::now() > deadline) {
+        fail(describe_timeout(names_, options_.timeout_s, awaited, last(), held));
       }
+      if (watch_.gone(deadline)) fail(watch_.failure(names_, awaited, last()));
       backoff.pause(transferring);
     }
   } catch (const TransportError& error) {

@@ -54,6 +54,25 @@ struct ControlMessage {
   uint64_t batches = 0;  // end_of_stream, aborted from the sender: batches sent
 };
 
+// How an endpoint decides that its peer is gone (common/mpi_session.h, LIVENESS): with the
+// process's heartbeat, once the peer rank has been silent for timeout_s, however long the wait
+// has lasted (a slow peer is waited for); without one (SLUICE_HEARTBEAT), at the wait's deadline.
+class PeerWatch {
+ public:
+  PeerWatch(const MpiSession& session, int peer, double timeout_s)
+      : heartbeat_(session.heartbeat(timeout_s)), peer_(peer), timeout_s_(timeout_s) {}
+  // Whether a wait that started with `deadline` = its start + timeout_s must fail now.
+  bool gone(Deadline deadline) const;
+  // The error text: what was awaited, who went silent (or the deadline that passed).
+  std::string failure(const EndpointNames& names, const std::string& awaited, std::optional<uint64_t> last,
+                      const std::string& hint = "") const;
+
+ private:
+  const Heartbeat* heartbeat_;
+  int peer_;
+  double timeout_s_;
+};
+
 // Small messages (credits, headers, control) sent without waiting: each keeps its own copy of
 // the bytes until MPI is done with it. Eager-sized, so they complete without the peer's help.
 class SmallSends {
@@ -100,7 +119,8 @@ class MpiFeedSender : public SendChannel {
 
   void send_header(const BatchHeader& header);
   // Polls `done` until it returns true; meanwhile watches the receiver's control messages
-  // (shutdown, abort: fail at once) and the deadline (fail naming `awaited`). `transferring`:
+  // (shutdown, abort: fail at once) and its liveness (PeerWatch: fail naming `awaited` once the
+  // receiver is silent; `deadline` applies only without a heartbeat). `transferring`:
   // bytes are moving (poll without sleeping, see PollBackoff).
   void wait_for(const std::function<bool()>& done, Deadline deadline, const std::string& awaited,
                 bool transferring = false);
@@ -112,6 +132,7 @@ class MpiFeedSender : public SendChannel {
   const ChannelOptions options_;
   const EndpointNames names_;
   MPI_Comm comm_;
+  const PeerWatch watch_;
 
  private:
   std::optional<uint64_t> last() const;
@@ -172,6 +193,7 @@ class MpiFeedReceiver : public ReceiveChannel {
   const ChannelOptions options_;
   const EndpointNames names_;
   MPI_Comm comm_;
+  const PeerWatch watch_;
 
  private:
   enum class SlotState { granted, held, idle };

@@ -50,27 +50,23 @@ class SlotPairSender final : public SendChannel {
           last(), "slot_bytes must be the batch plan's largest batch"));
     }
     const auto start = Clock::now();
-    const Deadline deadline = deadline_after(options_.timeout_s);
     int slot = -1;
     {
+      // The receiver is a thread of this process: alive as long as this one runs, so its step
+      // may take any time (LIVENESS in common/mpi_session.h). Its failure or close wakes us.
       std::unique_lock<std::mutex> lock(state_->mutex);
-      const bool woken = state_->changed.wait_until(lock, deadline, [&] {
+      state_->changed.wait(lock, [&] {
         return !state_->credits.empty() || state_->receiver_shut_down || state_->receiver_aborted;
       });
       if (state_->receiver_shut_down) fail(lock, "the receiver shut the channel down");
       if (state_->receiver_aborted) fail(lock, "the receiver aborted (destroyed without close(), or failed)");
-      if (!woken) {
-        const std::string awaited = "a credit (a free slot): all " + std::to_string(options_.slots) +
-                                    " slots are filled and not yet released by the receiver";
-        fail(lock, describe_timeout(names_, options_.timeout_s, awaited, last()), true);
-      }
       slot = state_->credits.front();
       state_->credits.pop_front();
     }
     const double wait_s = seconds_since(start);
     const auto moved = Clock::now();
     try {
-      state_->store->fill(slot, data, bytes, deadline);
+      state_->store->fill(slot, data, bytes, deadline_after(options_.timeout_s));
     } catch (const TransportError& error) {
       std::unique_lock<std::mutex> lock(state_->mutex);
       fail(lock, describe_failure(names_, std::string("moving the batch failed: ") + error.what(),
@@ -142,13 +138,15 @@ class SlotPairReceiver final : public ReceiveChannel {
     if (ended_) return std::nullopt;
     if (closed_) throw TransportError(describe_failure(names_, "receive() after close()", last(), ""));
     const auto start = Clock::now();
+    // The sender is a thread of this process (see send()): no deadline while it lives, except
+    // for a trainer holding every slot, which waits for nothing that can come.
     const Deadline deadline = deadline_after(options_.timeout_s);
     FilledSlot filled;
     {
       std::unique_lock<std::mutex> lock(state_->mutex);
-      const bool woken = state_->changed.wait_until(lock, deadline, [&] {
-        return !state_->filled.empty() || stream_complete() || state_->sender_aborted;
-      });
+      const auto ready = [&] { return !state_->filled.empty() || stream_complete() || state_->sender_aborted; };
+      const bool woken = held_hint().empty() ? (state_->changed.wait(lock, ready), true)
+                                             : state_->changed.wait_until(lock, deadline, ready);
       if (state_->filled.empty()) {
         if (stream_complete()) {
           ended_ = true;

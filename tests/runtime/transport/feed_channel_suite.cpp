@@ -1,7 +1,9 @@
 // The feed protocol's test suite (runtime/transport/feed_channel.h), run by every transport.
-// Deadlines are short (1 s) where a test waits for one to expire, long (20 s) where nothing
-// should expire; the only timing checks are the protocol's own: an expired wait throws within
-// [deadline, 2 x deadline], a close or abort unblocks a waiter well before its deadline.
+// Deadlines are short (1 s) where a peer is slower than the deadline on purpose (it must be
+// waited for: a deadline measures whether the peer is alive, not how long it takes), long (20 s)
+// elsewhere; the only timing checks are the protocol's own: a slow peer's wait lasts as long as
+// the peer takes, a close or abort unblocks a waiter well before its deadline. Stopped and dead
+// peers: test_feed_stopped_peer.cpp and test_feed_peer_exit.cpp (two ranks).
 #include "feed_channel_suite.h"
 
 #include <chrono>
@@ -101,11 +103,13 @@ TEST_P(FeedChannelSuite, BytesArriveIntactAndInOrder) {
       });
 }
 
-// Credits are enforced: with all K slots held by the trainer, the sender's K+1-th send waits
-// for a credit and times out within [deadline, 2 x deadline], naming the receiver.
-TEST_P(FeedChannelSuite, SenderNeverHasMoreThanKBatchesInFlight) {
+// Credits are enforced: with all K slots held by the trainer, the sender's K+1-th send waits for
+// a credit. The trainer holds them for longer than the deadline: a slow but live receiver is
+// waited for (LIVENESS in common/mpi_session.h), so the send succeeds once a slot comes back.
+TEST_P(FeedChannelSuite, SenderWaitsForACreditWhileTheReceiverHoldsEverySlot) {
   constexpr size_t slot_bytes = 64 * 1024;
   const ChannelOptions options = options_for(*harness_, slot_bytes, short_deadline_s);
+  const auto hold = std::chrono::duration<double>(1.5 * options.timeout_s);
   harness_->run(
       options,
       [&](SenderSide& side) {
@@ -113,17 +117,11 @@ TEST_P(FeedChannelSuite, SenderNeverHasMoreThanKBatchesInFlight) {
         const auto start = Clock::now();
         const std::string error = message_of([&] { side.channel->send(side.stage(pattern(9, 1000)), 1000); });
         const double waited = seconds_since(start);
-        EXPECT_NE(error, "") << "the send without a credit did not fail";
-        EXPECT_GE(waited, options.timeout_s);
-        EXPECT_LE(waited, 2 * options.timeout_s);
-        EXPECT_NE(error.find(side.peer), std::string::npos) << error;
-        EXPECT_NE(error.find("credit"), std::string::npos) << error;
-        EXPECT_NE(error.find("last sequence sent: 2"), std::string::npos) << error;
-        EXPECT_NE(error.find("test feed"), std::string::npos) << error;
-        // A failed endpoint stays failed.
-        EXPECT_THROW(side.channel->send(side.stage(pattern(9, 10)), 10), TransportError);
-        EXPECT_EQ(side.channel->stats().batches, static_cast<uint64_t>(options.slots));
-        side.barrier();
+        EXPECT_EQ(error, "") << "a receiver slower than the deadline failed the sender";
+        // It could not send before a slot came back: the receiver held them all that long.
+        EXPECT_GE(waited, hold.count() * 0.9);
+        side.channel->close();
+        EXPECT_EQ(side.channel->stats().batches, static_cast<uint64_t>(options.slots + 1));
       },
       [&](ReceiverSide& side) {
         std::vector<ReceivedBatch> held;
@@ -133,8 +131,14 @@ TEST_P(FeedChannelSuite, SenderNeverHasMoreThanKBatchesInFlight) {
           EXPECT_EQ(batch->sequence, static_cast<uint64_t>(s));
           held.push_back(*batch);
         }
-        side.barrier();  // holds every slot until the sender has timed out
+        std::this_thread::sleep_for(hold);  // a trainer step longer than the deadline
         for (const auto& batch : held) side.channel->release(batch);
+        auto last = side.channel->receive();
+        ASSERT_TRUE(last.has_value());
+        EXPECT_EQ(last->sequence, static_cast<uint64_t>(options.slots));
+        EXPECT_TRUE(side.fetch(*last) == pattern(9, 1000));
+        side.channel->release(*last);
+        EXPECT_FALSE(side.channel->receive().has_value());
       });
 }
 
@@ -173,15 +177,19 @@ TEST_P(FeedChannelSuite, EmptyStreamEndsAtOnce) {
       });
 }
 
-// A receiver waiting on a silent sender times out within [deadline, 2 x deadline], naming the
-// sender, the batch it waited for and the last one it got.
-TEST_P(FeedChannelSuite, ReceiverTimesOutNamingASilentSender) {
+// A receiver waits for a sender slower than the deadline (a data rank reading a slow disk): the
+// sender is alive, so nothing fails. A stopped or dead sender is named instead
+// (test_feed_stopped_peer.cpp, test_feed_peer_exit.cpp).
+TEST_P(FeedChannelSuite, ReceiverWaitsForASenderSlowerThanTheDeadline) {
   const ChannelOptions options = options_for(*harness_, 4096, short_deadline_s);
+  const auto pause = std::chrono::duration<double>(1.5 * options.timeout_s);
   harness_->run(
       options,
       [&](SenderSide& side) {
         for (uint64_t s = 0; s < 2; ++s) side.channel->send(side.stage(pattern(s, 64)), 64);
-        side.barrier();  // silent until the receiver has timed out
+        std::this_thread::sleep_for(pause);
+        side.channel->send(side.stage(pattern(2, 64)), 64);
+        side.channel->close();
       },
       [&](ReceiverSide& side) {
         for (int s = 0; s < 2; ++s) {
@@ -190,17 +198,14 @@ TEST_P(FeedChannelSuite, ReceiverTimesOutNamingASilentSender) {
           side.channel->release(*batch);
         }
         const auto start = Clock::now();
-        const std::string error = message_of([&] { side.channel->receive(); });
-        const double waited = seconds_since(start);
-        EXPECT_NE(error, "") << "receive() from a silent sender did not fail";
-        EXPECT_GE(waited, options.timeout_s);
-        EXPECT_LE(waited, 2 * options.timeout_s);
-        EXPECT_NE(error.find(side.peer), std::string::npos) << error;
-        EXPECT_NE(error.find("timed out"), std::string::npos) << error;
-        EXPECT_NE(error.find("batch 2"), std::string::npos) << error;
-        EXPECT_NE(error.find("last sequence received: 1"), std::string::npos) << error;
-        EXPECT_THROW(side.channel->receive(), TransportError);
-        side.barrier();
+        std::optional<ReceivedBatch> batch;
+        const std::string error = message_of([&] { batch = side.channel->receive(); });
+        EXPECT_EQ(error, "") << "a sender slower than the deadline failed the receiver";
+        ASSERT_TRUE(batch.has_value());
+        EXPECT_EQ(batch->sequence, 2u);
+        EXPECT_GE(seconds_since(start), pause.count() * 0.5) << "the sender's pause did not happen";
+        side.channel->release(*batch);
+        EXPECT_FALSE(side.channel->receive().has_value());
       });
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The feed suite across two MPI ranks: rank 0 is the sender, rank 1 the receiver. Used with the
-// MPI test main (mpi_test_main.cpp), which makes the MpiSession (MPI_THREAD_SERIALIZED, as in
-// production; the feed makes every MPI call on the main thread).
+// MPI test main (mpi_test_main.cpp), which makes the MpiSession as in production
+// (MPI_THREAD_MULTIPLE and the heartbeat; the feed makes its MPI calls on the calling thread).
 #include <functional>
 #include <memory>
 
