@@ -183,8 +183,8 @@ config::Schema build_schema() {
 
   // runtime: behaviour across ranks.
   schema.add({"runtime.timeout_s", ValueType::number, "120",
-              "deadline of every wait across ranks; a rank silent for longer is named and the job "
-              "exits non-zero", {}, 0.1, 1e6});
+              "how long a rank may give no sign of life (no heartbeat) before the ranks waiting on it "
+              "name it and the job exits non-zero; a slow but running rank is waited for", {}, 0.1, 1e6});
   schema.add({"runtime.timing", ValueType::boolean, "true",
               "record every stage on every rank into RUN_DIR/timeline/ for the report (sluice report); "
               "costs well under 1% of step time"});
