@@ -29,6 +29,7 @@
 #include "runtime/train/mpi_gradient_reducer.h"
 #include "runtime/train/finish_line.h"
 #include "runtime/rank_timing.h"
+#include "runtime/train/padding_summary.h"
 #include "runtime/train/role_plan.h"
 #include "runtime/settings.h"
 #include "runtime/train/train_settings.h"
@@ -655,6 +656,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
                 static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
                 setup.validation.size());
     std::fflush(stdout);
+    // [verdicts branch] RUN_DIR/padding.json for the report's padding verdict (runtime/train/padding_summary.h).
+    write_padding_summary(run_dir, setup.schedule->samples(), plan, static_cast<int>(setup.model_ranks.size()));
   }
   if (options.resume) {
     setup.resume_from = Checkpoints(run_dir).latest();
