@@ -36,8 +36,9 @@ std::pair<int64_t, int64_t> span_extent(const timing::RankTimeline& t) {
 }
 
 bool quota_throttled(const RankCpu& c) {
-  // The quota is the cause when its throttling accounts for a good part of the stalls.
-  return c.quota_cores && c.throttled_seconds > 0.25 * std::max(c.stalled_seconds, 1e-3);
+  // The quota is the cause when it holds the rank back, or its throttling accounts for a good part
+  // of the stalls.
+  return c.held_by_quota || (c.quota_cores && c.throttled_seconds > 0.25 * std::max(c.stalled_seconds, 1e-3));
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -123,15 +124,18 @@ void judge_descheduled(std::vector<RankCpu>& ranks) {
       if (o.rank != c.rank && o.measured) others.push_back(o.ran_fraction);
     }
     c.others_ran_fraction = others.empty() ? 1.0 : median(others);
-    c.descheduled = c.ran_fraction < descheduled_ran_below &&
-                    (others.empty() || c.ran_fraction <= c.others_ran_fraction - descheduled_margin);
+    c.held_by_quota = c.quota_cores && *c.quota_cores > 0 && c.cpu_cores_mean >= quota_used_share * *c.quota_cores &&
+                      c.throttled_share() >= quota_throttled_share;
+    c.descheduled = c.held_by_quota || (c.ran_fraction < descheduled_ran_below &&
+                                        (others.empty() || c.ran_fraction <= c.others_ran_fraction - descheduled_margin));
   }
 }
 
 std::string descheduled_cause(const RankCpu& c) {
   if (quota_throttled(c)) {
-    return fmt::format("rank {} ran {} of the wall time: held to {:.2f} cores by its cgroup's CPU quota", c.rank,
-                       pct(c.ran_fraction), *c.quota_cores);
+    return fmt::format("rank {} was held to {:.2f} cores by its cgroup's CPU quota (throttled {} of the wall time, "
+                       "stalled {} of the window)",
+                       c.rank, *c.quota_cores, pct(c.throttled_share()), pct(1 - c.ran_fraction));
   }
   return fmt::format("rank {} ran {} of the wall time: starved of CPU or stopped", c.rank, pct(c.ran_fraction));
 }
@@ -155,6 +159,7 @@ StallVerdict descheduled_verdict(const TrainAnalysis& a, const RankCpu& c) {
                {"cpu_cores_mean", c.cpu_cores_mean},
                {"quota_cores", c.quota_cores ? json(*c.quota_cores) : json(nullptr)},
                {"throttled_seconds", c.throttled_seconds},
+               {"throttled_share", c.throttled_share()},
                {"involuntary_switches", c.involuntary_switches},
                {"major_faults", c.major_faults}};
   v.summary = fmt::format("{} (the other ranks ran {}): {} ({}); {} stalls of up to {:.3f} s, {:.1f} s of the {:.1f} s "

@@ -8,7 +8,11 @@
 // life when there is none), ran = 1 - stalled seconds / window. A rank is descheduled when
 // ran < descheduled_ran_below and, when other ranks were measured, ran is at least
 // descheduled_margin below the median of theirs (a machine that starves every rank alike is
-// not one rank's fault; it still shows in every rank's row).
+// not one rank's fault; it still shows in every rank's row). A rank is also descheduled when its
+// cgroup has a CPU quota, it used at least quota_used_share of it on average and the group was
+// throttled at least quota_throttled_share of the rank's wall time: a quota holds a rank back
+// while it wants the CPU, which the stall watch sees only in part (it is late only when it wakes
+// inside a throttled period).
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +28,8 @@ struct TrainAnalysis;
 
 inline constexpr double descheduled_ran_below = 0.6;
 inline constexpr double descheduled_margin = 0.2;
+inline constexpr double quota_used_share = 0.8;
+inline constexpr double quota_throttled_share = 0.2;
 
 struct RankCpu {
   int rank = 0;
@@ -44,6 +50,9 @@ struct RankCpu {
   double throttled_seconds = 0;       // time its cgroup was throttled
   int64_t minor_faults = 0, major_faults = 0, voluntary_switches = 0, involuntary_switches = 0;
   bool descheduled = false;
+  bool held_by_quota = false;  // the quota rule above
+
+  double throttled_share() const { return wall_seconds > 0 ? throttled_seconds / wall_seconds : 0; }
 
   nlohmann::json to_json() const;
 };

@@ -130,10 +130,34 @@ TEST(Straggler, NoisyRankUnderACpuQuotaIsNamedByTheRatioRule) {
   ASSERT_NE(d, nullptr) << all_text(verdicts);
   EXPECT_EQ(d->rank, 2);
   EXPECT_EQ(d->numbers["cause"], "cpu_quota");
-  EXPECT_NE(d->summary.find("held to 0.20 cores by its cgroup's CPU quota"), std::string::npos) << d->summary;
+  EXPECT_NE(d->summary.find("rank 2 was held to 0.20 cores by its cgroup's CPU quota"), std::string::npos)
+      << d->summary;
   const StallVerdict* comm = find(verdicts, "communication_bound");
   ASSERT_NE(comm, nullptr) << all_text(verdicts);
   EXPECT_NE(comm->recommendation.find("rank 2"), std::string::npos) << comm->recommendation;
+}
+
+// As measured with a real quota of 0.2 cores (cgroup v1): the watch saw stalls in only 23% of the
+// window (it is late only when it wakes inside a throttled period), but the rank used its whole
+// quota and its group was throttled 37% of the time. The quota rule names it.
+TEST(Descheduled, ARankUsingItsWholeQuotaIsHeldByIt) {
+  SyntheticTrain run;
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) t.resources = resources_stopped(t, t.rank == 2 ? 23 : 5, 100);
+  auto& held = timelines[2].resources;
+  held["cpu_cores_mean"] = 0.204;
+  held["cgroup"] = {{"path", "/sys/fs/cgroup/cpu/q"}, {"quota_cores", 0.2}, {"throttled_periods", 809},
+                    {"throttled_seconds", 0.37 * held["wall_seconds"].get<double>()}};
+  const auto analysis = analyze_train(timelines);
+  const auto verdicts = train_verdicts(analysis);
+  const StallVerdict* d = find(verdicts, "descheduled");
+  ASSERT_NE(d, nullptr) << all_text(verdicts);
+  EXPECT_EQ(d->rank, 2);
+  EXPECT_EQ(d->numbers["cause"], "cpu_quota");
+  EXPECT_NEAR(d->numbers["throttled_share"].get<double>(), 0.37, 1e-9);
+  // The same rank under a quota it does not use up is not held by it.
+  held["cpu_cores_mean"] = 0.05;
+  EXPECT_EQ(find(train_verdicts(analyze_train(timelines)), "descheduled"), nullptr);
 }
 
 // A verdict never points at a verdict that is not there: an all-reduce wait without a straggler.
