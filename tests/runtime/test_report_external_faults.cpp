@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -206,8 +207,9 @@ TEST_F(ReportExternalFaults, StoppedDataRankIsNamedNotTheFeed) {
 
 // Model rank 2 of 1 data + 2 model ranks is moved into a cgroup with a CPU quota of 0.2 cores: its
 // own work per step takes several times the other's while the all-reduce evens out the step time.
-// The report must name rank 2 as the straggler with its cost and say it was held by the quota, and
-// no verdict may point at a straggler verdict that is not there.
+// The report must name rank 2 as held by its cgroup's CPU quota (descheduled, cause cpu_quota) and,
+// when the other model rank got at least twice its CPU, as the straggler with its cost; no verdict
+// may point at a straggler verdict that is not there.
 TEST_F(ReportExternalFaults, ModelRankUnderACpuQuotaIsTheStraggler) {
   const std::string name = "sluice-test-quota-" + std::to_string(::getpid());
   CpuQuota quota(name, 0.2);
@@ -221,6 +223,14 @@ TEST_F(ReportExternalFaults, ModelRankUnderACpuQuotaIsTheStraggler) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const json report = read_json(run_dir / "report.json");
   ASSERT_TRUE(report["steady_state"]["enough"].get<bool>()) << report["steady_state"];
+  // What the OS gave each model rank: a quota makes rank 2 a straggler only when the other model
+  // rank got clearly more CPU; on a machine so loaded that every rank gets about the quota, it is
+  // not slower than the rest (the descheduled verdict below still names the quota).
+  double other_cores = 0, held_cores = 0;
+  for (const auto& c : report["cpu"]) {
+    if (c["rank"] == 1) other_cores = c["cpu_cores_mean"].get<double>();
+    if (c["rank"] == 2) held_cores = c["cpu_cores_mean"].get<double>();
+  }
   int stragglers = 0;
   for (const auto& v : report["verdicts"]) {
     if (v["kind"] != "straggler") continue;
@@ -230,8 +240,20 @@ TEST_F(ReportExternalFaults, ModelRankUnderACpuQuotaIsTheStraggler) {
     // On CPU ranks the fast rank's backward absorbs part of the wait, so its busy time is not its own work alone.
     EXPECT_GT(v["numbers"]["busy_seconds_p50"].get<double>(), 1.2 * v["numbers"]["role_busy_seconds_p50"].get<double>())
         << v;
+    EXPECT_NE(v["summary"].get<std::string>().find("CPU quota"), std::string::npos) << v;
   }
-  EXPECT_EQ(stragglers, 1) << verdict_text(report);
+  if (other_cores >= 2 * held_cores) {
+    EXPECT_EQ(stragglers, 1) << "rank 1 used " << other_cores << " cores, rank 2 " << held_cores << "\n"
+                             << verdict_text(report);
+  } else {
+    std::printf("note: rank 1 used %.2f cores, rank 2 %.2f: the machine is too loaded for the quota to make rank 2 "
+                "slower than rank 1; only the descheduled verdict is required\n", other_cores, held_cores);
+    EXPECT_LE(stragglers, 1) << verdict_text(report);
+  }
+  // No verdict points at a straggler verdict that is not there.
+  if (stragglers == 0) {
+    EXPECT_EQ(verdict_text(report).find("straggler"), std::string::npos) << verdict_text(report);
+  }
   const json held = verdict(report, "descheduled");
   ASSERT_FALSE(held.is_null()) << verdict_text(report);
   EXPECT_EQ(held["rank"], 2) << held;
@@ -240,12 +262,6 @@ TEST_F(ReportExternalFaults, ModelRankUnderACpuQuotaIsTheStraggler) {
   EXPECT_NE(held["summary"].get<std::string>().find("rank 2 was held to 0.20 cores by its cgroup's CPU quota"),
             std::string::npos)
       << held;
-  // The straggler says why, too.
-  for (const auto& v : report["verdicts"]) {
-    if (v["kind"] == "straggler") {
-      EXPECT_NE(v["summary"].get<std::string>().find("CPU quota"), std::string::npos) << v;
-    }
-  }
 }
 
 // A corpus whose rows are a third undecodable: prep stops on purpose (exit 3, no manifest). The
