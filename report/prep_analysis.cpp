@@ -1,6 +1,7 @@
 #include "report/prep_analysis.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <spdlog/fmt/fmt.h>
@@ -9,6 +10,50 @@ namespace sluice::report {
 namespace {
 
 bool is_prep_stage(Stage stage) { return std::find(prep_stages.begin(), prep_stages.end(), stage) != prep_stages.end(); }
+
+// A prep job that stopped on purpose (more rejects than prep.max_reject_fraction): null when it
+// did not. Read from the ranks' summaries (stop_reason, runtime/prep/prep_job.cpp) or, for
+// timelines without one, from prep-report.json against the limit in the timelines' settings.
+std::optional<StallVerdict> stop_verdict(const PrepAnalysis& a) {
+  std::string reason, rejects_file;
+  double limit = -1;
+  for (const auto& t : a.timelines) {
+    if (reason.empty()) reason = t.summary.value("stop_reason", "");
+    if (rejects_file.empty()) rejects_file = t.summary.value("rejects_file", "");
+    const nlohmann::json value = setting(t.settings, "prep.max_reject_fraction");
+    if (value.is_number()) limit = value.get<double>();
+  }
+  const double fraction = a.corpus_rows > 0 ? static_cast<double>(a.rejects) / static_cast<double>(a.corpus_rows) : 0;
+  if (reason.empty() && limit >= 0 && a.prep_report.is_object() && fraction > limit) reason = "too_many_rejects";
+  if (reason != "too_many_rejects") return std::nullopt;
+  if (rejects_file.empty()) rejects_file = "rejects.jsonl in the cache directory";
+  std::vector<std::pair<int64_t, std::string>> by_count;
+  for (const auto& [why, rows] : a.reject_reasons) by_count.emplace_back(rows, why);
+  std::sort(by_count.rbegin(), by_count.rend());
+  std::string top;
+  for (size_t i = 0; i < by_count.size() && i < 3; ++i) {
+    top += fmt::format("{}{} {}", top.empty() ? "" : ", ", by_count[i].second, by_count[i].first);
+  }
+  StallVerdict v;
+  v.kind = "stopped";
+  v.severity = "HIGH";
+  v.numbers = {{"reason", reason},
+               {"rejects", a.rejects},
+               {"corpus_rows", a.corpus_rows},
+               {"reject_fraction", fraction},
+               {"max_reject_fraction", limit >= 0 ? nlohmann::json(limit) : nlohmann::json(nullptr)},
+               {"rejects_file", rejects_file},
+               {"reject_reasons", a.reject_reasons}};
+  v.summary = fmt::format("the prep job stopped on purpose, it did not hang: {} of {} corpus rows were rejected "
+                          "({:.1f}%), more than prep.max_reject_fraction = {}, so no manifest was written{}",
+                          a.rejects, a.corpus_rows, 100 * fraction,
+                          limit >= 0 ? fmt::format("{:.1f}%", 100 * limit) : std::string("?"),
+                          top.empty() ? "" : "; rejects by reason: " + top);
+  v.recommendation = fmt::format("read {} (every rejected row and its reason); fix those rows of the corpus, or raise "
+                                 "prep.max_reject_fraction and rerun `sluice prep` (finished shards are kept)",
+                                 rejects_file);
+  return v;
+}
 
 }  // namespace
 
@@ -113,7 +158,10 @@ PrepAnalysis analyze_prep(const std::vector<RankTimeline>& timelines, const nloh
                                    r.host);
     a.verdicts.push_back(v);
   }
-  if (a.hang.any) {
+  const auto stopped = stop_verdict(a);
+  if (stopped) a.verdicts.insert(a.verdicts.begin(), *stopped);
+  // A stop on purpose is no hang; a missing rank still is.
+  if (a.hang.any && (!stopped || !a.hang.missing_ranks.empty())) {
     StallVerdict v;
     v.kind = "hang";
     v.severity = "HIGH";

@@ -1,5 +1,7 @@
 #include "report/report_documents.h"
 
+#include <algorithm>
+
 #include <spdlog/fmt/fmt.h>
 
 namespace sluice::report {
@@ -55,6 +57,38 @@ void verdict_section(std::string& md, const std::vector<StallVerdict>& verdicts)
           "\n  - what to do: " + v.recommendation + "\n";
   }
   md += "\n";
+}
+
+// Whether each rank got the CPU (the timeline's resources; cpu_analysis.h).
+void cpu_section(std::string& md, const std::vector<RankCpu>& ranks) {
+  if (std::none_of(ranks.begin(), ranks.end(), [](const RankCpu& c) { return c.measured; })) return;
+  md += "## CPU (what the OS says; ran = share of the window in which the process was not stopped or starved)\n\n";
+  md += "| rank | ran | stalls | longest stall s | cores used | CPU quota | throttled s | major faults | "
+        "involuntary switches |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const auto& c : ranks) {
+    if (!c.measured) continue;
+    md += fmt::format("| {}{} | {} | {} | {:.3f} | {:.2f} | {} | {:.1f} | {} | {} |\n", c.name,
+                      c.descheduled ? " **descheduled**" : "", pct(c.ran_fraction), c.stalls, c.longest_stall_seconds,
+                      c.cpu_cores_mean, c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
+                      c.throttled_seconds, c.major_faults, c.involuntary_switches);
+  }
+  md += "\n";
+}
+
+// The planned batches' padding per bucket (RUN_DIR/padding.json).
+void padding_section(std::string& md, const json& padding) {
+  if (!padding.is_object() || !padding.contains("total")) return;
+  md += "## Padding (one epoch's planned batches; real / padded)\n\n";
+  md += "| bucket | frames | padded to | batch | batches | real/padded frames | real/padded tokens |\n"
+        "|--:|--:|--:|--:|--:|--:|--:|\n";
+  for (const auto& b : padding.value("buckets", json::array())) {
+    md += fmt::format("| {} | {}-{} | {} | {} | {} | {} | {} |\n", b.value("bucket", 0), b.value("shortest_frames", 0),
+                      b.value("max_frames", 0), b.value("max_frames", 0), b.value("batch_size", 0),
+                      b.value("batches", 0), pct(b.value("frame_efficiency", 1.0)), pct(b.value("token_efficiency", 1.0)));
+  }
+  const json& t = padding["total"];
+  md += fmt::format("| **all** | | | | {} | {} | {} |\n\n", t.value("batches", 0), pct(t.value("frame_efficiency", 1.0)),
+                    pct(t.value("token_efficiency", 1.0)));
 }
 
 void clock_section(std::string& md, const ClockSummary& c, bool feed = true) {
@@ -153,6 +187,9 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                {"busiest_stage", name_of(d.busiest_stage)},
                                {"busiest_fraction", d.busiest_fraction}});
   }
+  j["cpu"] = json::array();
+  for (const auto& c : a.cpu) j["cpu"].push_back(c.to_json());
+  j["padding"] = a.padding;
   j["clock"] = clock_json(a.clock);
   j["hang"] = hang_json(a.hang);
   j["settings"] = a.settings;
@@ -210,6 +247,8 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
     }
   }
   md += "\n";
+  cpu_section(md, a.cpu);
+  padding_section(md, a.padding);
   clock_section(md, a.clock);
   fate_section(md, a.hang);
   md += "Files: report.json (every number above), report.html (charts), trace.json (open in https://ui.perfetto.dev "

@@ -396,6 +396,11 @@ RankTimeline align_to_reference(const RankTimeline& timeline) {
     s.end_ns = timeline.clock.to_reference(s.end_ns);
   }
   for (auto& c : aligned.counters) c.t_ns = timeline.clock.to_reference(c.t_ns);
+  if (aligned.resources.is_object() && aligned.resources.contains("stalls")) {
+    for (auto& stall : aligned.resources["stalls"]) {
+      for (auto& ns : stall) ns = timeline.clock.to_reference(ns.get<int64_t>());
+    }
+  }
   return aligned;
 }
 
@@ -465,6 +470,11 @@ TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
   a.clock.causality = check_causality(a.timelines);
   a.clock.causality.violations_unaligned = check_causality(timelines).violations;
   a.hang = hang_facts(a.timelines, a.world_size);
+  for (const auto& t : a.timelines) {
+    a.cpu.push_back(a.steady.enough ? analyze_rank_cpu(t, a.steady.start_ns, a.steady.end_ns)
+                                    : analyze_rank_cpu(t, 0, 0));
+  }
+  judge_descheduled(a.cpu);
   return a;
 }
 

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/cpu_analysis.h"
 #include "report/robust_stats.h"
 #include "timing/timeline_file.h"
 
@@ -40,7 +41,8 @@ inline constexpr std::array<Stage, 7> data_stages = {Stage::cache_read,     Stag
 // "rank 3 · host · GPU1 · model" (GPU shown as CPU when the rank has none).
 std::string describe_rank(const RankTimeline& timeline);
 
-// The same timeline with every span and counter sample on the reference (rank 0) clock.
+// The same timeline with every span, counter sample and stall interval (resources.stalls) on the
+// reference (rank 0) clock.
 RankTimeline align_to_reference(const RankTimeline& timeline);
 
 struct StepRecord {
@@ -176,6 +178,11 @@ struct TrainAnalysis {
   ClockSummary clock;
   HangFacts hang;
   uint64_t dropped_spans = 0;
+  // Per rank, whether it got the CPU over the steady window (cpu_analysis.h), sorted by rank.
+  std::vector<RankCpu> cpu;
+  // RUN_DIR/padding.json ("sluice-padding/1", runtime/train/padding_summary.h): the padding of the
+  // planned batches per bucket; null when the run did not write one. Set by the caller.
+  nlohmann::json padding;
 };
 
 // `timelines` as read_timelines returns them (local clocks). Never throws on thin data: a run

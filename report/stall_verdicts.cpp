@@ -43,6 +43,22 @@ double baseline(const TrainAnalysis& a, const std::string& key) {
   return 0;
 }
 
+// The rank's CPU facts, or null when it has none.
+const RankCpu* cpu_of(const TrainAnalysis& a, int rank) {
+  for (const auto& c : a.cpu) {
+    if (c.rank == rank && c.measured) return &c;
+  }
+  return nullptr;
+}
+
+// The first descheduled rank of a role ("data" matches data_and_model too), or null.
+const RankCpu* descheduled_in(const TrainAnalysis& a, const std::string& role) {
+  for (const auto& c : a.cpu) {
+    if (c.descheduled && c.role.find(role) != std::string::npos) return &c;
+  }
+  return nullptr;
+}
+
 StallVerdict input_verdict(const TrainAnalysis& a) {
   StallVerdict v;
   v.kind = "input_bound";
@@ -93,7 +109,15 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
   const std::string readers = setting_text(a.settings, "train.reader_threads");
   const std::string per_node = setting_text(a.settings, "roles.data_per_node");
   const std::string credits = setting_text(a.settings, "train.credits");
-  if (!busiest) {
+  if (const RankCpu* stopped = descheduled_in(a, "data")) {
+    // A data rank that did not run holds its send spans open: the feed looks slow, the process was not running.
+    v.numbers["descheduled_rank"] = stopped->rank;
+    v.summary += "; " + descheduled_cause(*stopped);
+    v.recommendation = fmt::format("{}: its batches were late because the process was not running, not because of "
+                                   "the transport (its send and credit_wait spans include the time it was stopped); "
+                                   "see the descheduled verdict and fix that first, do not raise train.credits for this",
+                                   descheduled_cause(*stopped));
+  } else if (!busiest) {
     v.recommendation = "record timelines on the data ranks too to find which of their stages is slow";
   } else if (queued || busiest->busiest_stage == Stage::send) {
     v.recommendation = fmt::format(
@@ -170,9 +194,9 @@ StallVerdict communication_verdict(const TrainAnalysis& a) {
   if (allreduce) {
     v.recommendation = base > 0 && exposed_per_step > 2 * baseline_step_s
                            ? "the exposed wait is more than twice what moving the gradients takes at the measured "
-                             "bandwidth: the model ranks wait for each other (a slower rank: see straggler; uneven "
-                             "batches) or for MPI to progress the reduction (CPU MPI advances it only inside MPI "
-                             "calls), not for the network; even out the ranks before tuning communication"
+                             "bandwidth: the model ranks wait for each other (a slower rank, uneven batches) or for "
+                             "MPI to progress the reduction (CPU MPI advances it only inside MPI calls), not for the "
+                             "network; even out the ranks before tuning communication"
                            : "hide more of the all-reduce under backward (more, smaller gradient buckets start "
                              "earlier), accumulate gradients over more micro-steps (optim.accumulation) or use a "
                              "larger batch per rank so that each step communicates less per sample";
@@ -255,7 +279,14 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
                  {"steps_over_threshold", f.flagged_share},
                  {"steady_steps", f.items},
                  {"cost_seconds_steady", f.total_excess},
-                 {"cost_seconds_projected", f.median_excess * total_steps}};
+                 {"cost_seconds_projected", f.median_excess * total_steps},
+                 {"rule", f.rule},
+                 {"steps_with_excess", f.consistent_share}};
+    const RankCpu* cpu = cpu_of(a, f.rank);
+    if (cpu) {
+      v.numbers["ran_fraction"] = cpu->ran_fraction;
+      v.numbers["cpu_cores_mean"] = cpu->cpu_cores_mean;
+    }
     v.summary = fmt::format("{} spends {:.3f} s per step in {} against {:.3f} s on the other model ranks (+{:.3f} s "
                             "over them in the same step, {} of the {:.3f} s step) in {} of {} steady steps; every other rank waits for it in the "
                             "all-reduce: {:.1f} s over the steady steps, about {:.1f} s over all {} steps",
@@ -263,6 +294,11 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
                             pct(step > 0 ? f.median_excess / step : 0),
                             step, pct(f.flagged_share), f.items, f.total_excess, f.median_excess * total_steps,
                             m.steps.size());
+    if (cpu) {
+      v.summary += cpu->descheduled ? "; " + descheduled_cause(*cpu)
+                                    : fmt::format("; it ran {} of the wall time, {:.2f} cores on average",
+                                                  pct(cpu->ran_fraction), cpu->cpu_cores_mean);
+    }
     v.recommendation = fmt::format("look at host {} {}: another process on it, thermal or power throttling, a slower "
                                    "device or fewer CPU cores (`sluice doctor` on that node); until fixed, leave that "
                                    "node out of the allocation (removing it saves about {:.3f} s per step)",
@@ -517,14 +553,23 @@ std::vector<StragglerFinding> find_step_stragglers(const std::map<int, std::map<
       if (modified_z(e, 0, mad) > straggler_z && e >= straggler_min_excess * reference) ++flagged;
       total_excess += std::max(0.0, e);
     }
+    size_t consistent = 0;
+    for (double e : mine) consistent += e >= straggler_min_excess * reference ? 1 : 0;
     const double share = static_cast<double>(flagged) / static_cast<double>(mine.size());
-    if (share < straggler_min_item_share) continue;
+    const double consistent_share = static_cast<double>(consistent) / static_cast<double>(mine.size());
+    const double rank_median = median(values[rank]), role_median = median(other_values);
+    const bool by_z = share >= straggler_min_item_share;
+    const bool by_ratio = consistent_share >= straggler_consistent_share && role_median > 0 &&
+                          rank_median >= straggler_min_ratio * role_median;
+    if (!by_z && !by_ratio) continue;
     StragglerFinding f;
     f.rank = rank;
     f.items = mine.size();
-    f.flagged_share = share;
-    f.rank_median = median(values[rank]);
-    f.role_median = median(other_values);
+    f.flagged_share = by_z ? share : consistent_share;
+    f.consistent_share = consistent_share;
+    f.rule = by_z ? "z" : "ratio";
+    f.rank_median = rank_median;
+    f.role_median = role_median;
     f.median_excess = median(mine);
     f.total_excess = total_excess;
     findings.push_back(f);
@@ -576,6 +621,9 @@ CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vec
 std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
   std::vector<StallVerdict> verdicts;
   if (a.hang.any) verdicts.push_back(hang_verdict(a));
+  for (const auto& c : a.cpu) {
+    if (c.descheduled) verdicts.push_back(descheduled_verdict(a, c));
+  }
   if (!a.steady.enough) {
     StallVerdict v;
     v.kind = "no_verdict";
@@ -588,6 +636,7 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
     v.numbers = {{"steady_steps", a.steady.steady_steps}, {"warmup_steps", a.steady.warmup_steps},
                  {"required", min_steady_steps}};
     verdicts.push_back(v);
+    if (auto padding = padding_verdict(a.padding)) verdicts.push_back(*padding);
     return verdicts;
   }
   if (a.input_wait_fraction >= input_bound_moderate) verdicts.push_back(input_verdict(a));
@@ -597,6 +646,12 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
   const auto stragglers = straggler_verdicts(a);
   for (auto& v : verdicts) {
     if (v.kind != "communication_bound" || v.numbers["exposed"] != "allreduce") continue;
+    if (const RankCpu* stopped = descheduled_in(a, "model")) {
+      v.summary += "; " + descheduled_cause(*stopped) + ", and the others wait for it there";
+      v.recommendation = fmt::format("rank {} did not run most of the time (see descheduled): fix that first; beyond "
+                                     "it: ", stopped->rank) + v.recommendation;
+      v.numbers["descheduled_rank"] = stopped->rank;
+    }
     for (const auto& s : stragglers) {
       if (s.numbers.value("role", "") != "model") continue;
       // The all-reduce is where the other ranks wait for a straggler: its cost shows up here.
@@ -647,6 +702,7 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
       std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) < compute_bound_comm_below) {
     verdicts.push_back(compute_verdict(a));
   }
+  if (auto padding = padding_verdict(a.padding)) verdicts.push_back(*padding);
   // HIGH before MODERATE before ungraded; the rule order above within a grade.
   const auto grade = [](const StallVerdict& v) { return v.severity == "HIGH" ? 0 : v.severity == "MODERATE" ? 1 : 2; };
   std::stable_sort(verdicts.begin(), verdicts.end(),

@@ -5,6 +5,7 @@
 // plain functions so the prep report and the tests use them directly.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,20 @@ inline constexpr double comm_bound_moderate = 0.03;
 inline constexpr double straggler_z = 3.5;
 inline constexpr double straggler_min_excess = 0.05;     // of the role's step time
 inline constexpr double straggler_min_item_share = 0.5;  // of the rank's steps
+// The second straggler rule, for a rank whose own noise is large (a CPU quota throttles it in
+// 100 ms periods): its median at least this many times the others' and its excess over them at
+// least straggler_min_excess in straggler_consistent_share of its steps.
+inline constexpr double straggler_min_ratio = 1.5;
+inline constexpr double straggler_consistent_share = 0.8;
+inline constexpr double padding_waste_moderate = 0.10;  // of padded frames (model work)
+inline constexpr double padding_waste_high = 0.30;
 inline constexpr double spike_z = 3.5;
 inline constexpr size_t cyclic_min_spikes = 3;
 inline constexpr double cyclic_min_gap_share = 0.70;
 
 struct StallVerdict {
   std::string kind;      // input_bound | compute_bound | communication_bound | straggler |
-                         // cyclic_stall | hang | no_verdict
+                         // cyclic_stall | hang | descheduled | padding | stopped | no_verdict
   std::string severity;  // HIGH | MODERATE | "" (a finding without a grade)
   std::string summary;   // one line with the numbers
   std::string recommendation;
@@ -48,6 +56,8 @@ struct StragglerFinding {
   double role_median = 0;          // seconds per item on the other ranks of the role, pooled
   double median_excess = 0;        // rank_median - role_median
   double total_excess = 0;         // sum over items of max(0, value - role_median)
+  double consistent_share = 0;     // items whose excess is at least the minimum (no z test)
+  std::string rule = "z";          // "z": the modified z rule; "ratio": the consistent-ratio rule
 };
 
 // `per_rank`: each rank's per-item durations (busy seconds per step, seconds per row). A rank is a
@@ -64,6 +74,10 @@ std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<do
 // the other ranks' residuals, computed the same way; a step counts when modified z > 3.5 and
 // e >= straggler_min_excess x `reference_seconds`. rank_median/role_median are the medians of the
 // rank's and the others' values; median_excess is the median residual.
+// With two ranks, the scale is the straggler's own noise mirrored, so a rank that is slow AND
+// noisy escapes the z rule; it is a straggler too when its median is at least straggler_min_ratio
+// x the others' and e >= the minimum excess in straggler_consistent_share of its steps (rule
+// "ratio").
 std::vector<StragglerFinding> find_step_stragglers(const std::map<int, std::map<int64_t, double>>& per_rank_step,
                                                    double reference_seconds);
 
@@ -85,9 +99,14 @@ struct CyclicStall {
 CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vector<int64_t>& steps,
                               double min_excess);
 
-// Every verdict that holds: HIGH first, then MODERATE, then ungraded; within a grade hang, input,
-// communication, straggler, cyclic, compute. Without enough steady steps: a single no_verdict (plus hang, which needs none).
+// Every verdict that holds: HIGH first, then MODERATE, then ungraded; within a grade hang,
+// descheduled, input, communication, straggler, cyclic, compute. Without enough steady steps: a single no_verdict (plus hang, which needs none).
 std::vector<StallVerdict> train_verdicts(const TrainAnalysis& analysis);
+
+// The padding verdict from RUN_DIR/padding.json (runtime/train/padding_summary.h): when at least
+// padding_waste_moderate of the padded frames are padding, the share per bucket and overall and
+// what raising train.n_buckets would save. nullopt below the threshold or without the file.
+std::optional<StallVerdict> padding_verdict(const nlohmann::json& padding);
 
 // A setting from a timeline's `settings` ("train.checkpoint_every"), flat or nested; null if absent.
 nlohmann::json setting(const nlohmann::json& settings, const std::string& key);

@@ -29,8 +29,21 @@ std::string files_line(const fs::path& dir) {
   return "report: " + (dir / "report.md").string() + " (also report.json, report.html, trace.json)\n";
 }
 
+// RUN_DIR/padding.json (written by rank 0 of `sluice train`), null when absent.
+nlohmann::json padding_of(const fs::path& run_dir) {
+  const fs::path file = run_dir / "padding.json";
+  if (!fs::exists(file)) return nullptr;
+  try {
+    return nlohmann::json::parse(read_file(file));
+  } catch (const nlohmann::json::exception& error) {
+    throw DataError(file.string() + ": not valid JSON (" + error.what() + "); delete it, or rerun the train job to "
+                    "rewrite it");
+  }
+}
+
 std::string train_report(const fs::path& run_dir, const std::vector<timing::RankTimeline>& timelines) {
-  const TrainAnalysis analysis = analyze_train(timelines);
+  TrainAnalysis analysis = analyze_train(timelines);
+  analysis.padding = padding_of(run_dir);
   const auto verdicts = train_verdicts(analysis);
   write_file_atomically(run_dir / "report.json", train_report_json(analysis, verdicts).dump(2) + "\n");
   write_file_atomically(run_dir / "report.md", train_report_markdown(analysis, verdicts, run_dir.string()));

@@ -27,6 +27,12 @@ RankTiming::RankTiming(const MpiSession& session, const config::Config& config, 
   timeline_.clock.start = timing::estimate_clock_offset(session_, pings_, timeout_s_);
 }
 
+void RankTiming::take_recording() {
+  auto snapshot = timing::SpanRecorder::global().snapshot();
+  timeline_.resources = cpu_watch_.to_json(snapshot.lane_threads);
+  timeline_.take(std::move(snapshot));
+}
+
 void RankTiming::write_failed(const fs::path& dir, const std::string& error, int waiting_for,
                               const nlohmann::json& summary) noexcept {
   try {
@@ -34,7 +40,7 @@ void RankTiming::write_failed(const fs::path& dir, const std::string& error, int
     timeline_.error = error;
     timeline_.waiting_for = waiting_for;
     timeline_.summary = summary;
-    timeline_.take(timing::SpanRecorder::global().snapshot());
+    take_recording();
     timing::write_timeline(dir, timeline_);
   } catch (const std::exception& write_error) {
     log::get("runtime")->warn("could not write this rank's timeline after the failure: {}", write_error.what());
@@ -47,7 +53,7 @@ void RankTiming::write_finished(const fs::path& dir, const std::string& status, 
   timing::finish_alignment(timeline_.clock, timing::estimate_clock_offset(session_, pings_, timeout_s_));
   timeline_.status = status;
   timeline_.summary = summary;
-  timeline_.take(recorder.snapshot());
+  take_recording();
   const std::string mine = timeline_.to_json().dump();
   timing::write_timeline(dir, timeline_);
   const auto all = gather_strings(session_, mine, tag, timeout_s_, "the ranks' timelines");

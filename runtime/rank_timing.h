@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/mpi_session.h"
+#include "timing/cpu_watch.h"
 #include "timing/injected_delay.h"
 #include "timing/timeline_file.h"
 
@@ -44,6 +45,11 @@ class RankTiming {
   int pings_;
   timing::InjectedDelay delay_;
   timing::RankTimeline timeline_;
+  // Whether this process got the CPU (stopped, starved), with its CPU time and faults: the
+  // timeline's `resources` (timing/cpu_watch.h).
+  timing::CpuWatch cpu_watch_;
+
+  void take_recording();  // spans, counters and resources into timeline_
 };
 
 }  // namespace sluice::runtime

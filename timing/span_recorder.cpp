@@ -4,6 +4,9 @@
 #include <atomic>
 #include <chrono>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace sluice::timing {
 
 int64_t now_ns() {
@@ -15,6 +18,7 @@ int64_t now_ns() {
 struct SpanRecorder::Lane {
   uint16_t id = 0;
   std::string name;
+  int thread_id = 0;        // the kernel thread id of a thread's lane; 0 for named_lane()
   mutable std::mutex mutex;
   std::vector<Span> spans;  // ring of `capacity` spans once full
   size_t capacity = 0;
@@ -43,6 +47,7 @@ SpanRecorder::Lane& SpanRecorder::this_thread_lane() {
   }
   std::lock_guard<std::mutex> lock(lanes_mutex_);
   Lane& lane = new_lane_locked("thread " + std::to_string(lanes_.size()));
+  lane.thread_id = static_cast<int>(::syscall(SYS_gettid));  // CpuWatch reads its CPU time
   mine.emplace_back(id_, &lane);
   return lane;
 }
@@ -128,6 +133,7 @@ SpanRecorder::Snapshot SpanRecorder::snapshot() const {
   for (const auto& lane : lanes_) {
     std::lock_guard<std::mutex> lock(lane->mutex);
     snapshot.lanes.push_back(lane->name);
+    snapshot.lane_threads.emplace_back(lane->name, lane->thread_id);
     snapshot.spans.insert(snapshot.spans.end(), lane->spans.begin(), lane->spans.end());
     snapshot.counters.insert(snapshot.counters.end(), lane->counters.begin(), lane->counters.end());
     if (lane->written > lane->capacity) snapshot.dropped_spans += lane->written - lane->capacity;

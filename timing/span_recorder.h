@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "timing/stage.h"
@@ -71,6 +72,8 @@ class SpanRecorder {
 
   struct Snapshot {
     std::vector<std::string> lanes;          // index = lane id
+    // (lane name, kernel thread id) per lane; 0 for lanes not tied to a thread (named_lane).
+    std::vector<std::pair<std::string, int>> lane_threads;
     std::vector<Span> spans;                 // every lane's, sorted by start
     std::vector<std::string> counter_names;  // index = CounterSample::counter
     std::vector<CounterSample> counters;     // sorted by time

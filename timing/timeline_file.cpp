@@ -50,7 +50,8 @@ json RankTimeline::to_json() const {
           {"channels", channels},
           {"injected_delay", injected_delay},
           {"settings", settings},
-          {"summary", summary}};
+          {"summary", summary},
+          {"resources", resources}};
 }
 
 RankTimeline RankTimeline::from_json(const json& j, const std::string& source) {
@@ -102,6 +103,7 @@ RankTimeline RankTimeline::from_json(const json& j, const std::string& source) {
     t.injected_delay = j.value("injected_delay", json());
     t.settings = j.value("settings", json::object());
     t.summary = j.value("summary", json::object());
+    t.resources = j.value("resources", json());
     return t;
   } catch (const json::exception& error) {
     throw DataError(source + ": malformed timeline: " + error.what());

@@ -27,6 +27,9 @@
 //   settings      the run's settings the report uses (train.checkpoint_every, train.log_every,
 //                 train.validation_every, train.credits, cache.shard_size, train.batch_size, ...)
 //   summary       the rank's totals (the same object as RUN_DIR/ranks/rank-N.json)
+//   resources     CpuWatch::to_json() (timing/cpu_watch.h): CPU time, faults, context switches, the
+//                 intervals in which the process did not run (stopped or starved), its cgroup's
+//                 CPU quota; null when not measured
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -62,6 +65,7 @@ struct RankTimeline {
   nlohmann::json injected_delay;  // null
   nlohmann::json settings = nlohmann::json::object();
   nlohmann::json summary = nlohmann::json::object();
+  nlohmann::json resources;  // null: not measured
 
   // Takes lanes, spans, counters and dropped_spans from a recorder snapshot.
   void take(SpanRecorder::Snapshot snapshot);

@@ -474,7 +474,8 @@ timing::RankTimeline prep_timeline(const MpiSession& session, const config::Conf
   identity.host = session.host();
   identity.role = "prep";
   identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", threads},
-                       {"runtime.timeout_s", timeout_s}};
+                       {"runtime.timeout_s", timeout_s},
+                       {"prep.max_reject_fraction", config.number("prep.max_reject_fraction")}};
   return identity;
 }
 
@@ -530,7 +531,13 @@ int run_prep(const MpiSession& session, const config::Config& config) {
     rank_timing.write_failed(dir, error.what(), -1, json::object());
     throw;
   }
-  rank_timing.write_finished(dir, outcome == prep_ok ? "finished" : "failed", json::object(), tag_timeline);
+  // Too many rejects is a stop on purpose, not a failure: the report says why and points at the rejects.
+  json stop = json::object();
+  if (outcome == prep_too_many_rejects) {
+    stop = {{"stop_reason", "too_many_rejects"}, {"rejects_file", (dir / "rejects.jsonl").string()}};
+  }
+  rank_timing.write_finished(dir, outcome == prep_ok ? "finished" : outcome == prep_too_many_rejects ? "stopped" : "failed",
+                             stop, tag_timeline);
   return outcome;
 }
 

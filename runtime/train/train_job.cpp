@@ -26,6 +26,7 @@
 #include "runtime/train/finish_line.h"
 #include "runtime/train/model_loop.h"
 #include "runtime/train/mpi_gradient_reducer.h"
+#include "runtime/train/padding_summary.h"
 #include "runtime/train/role_plan.h"
 #include "runtime/train/status_board.h"
 #include "runtime/train/train_run.h"
@@ -142,6 +143,9 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
                 static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
                 setup.validation.size());
     std::fflush(stdout);
+    // RUN_DIR/padding.json: what padding costs the model ranks, for the report's padding verdict.
+    write_padding_summary(settings.run_dir, setup.schedule->samples(), settings.plan,
+                          static_cast<int>(setup.model_ranks.size()));
   }
   if (options.resume) {
     setup.resume_from = resume_position(settings.run_dir, *setup.schedule);

@@ -1,0 +1,190 @@
+#include "report/cpu_analysis.h"
+
+#include <algorithm>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "report/robust_stats.h"
+#include "report/run_analysis.h"
+#include "report/stall_verdicts.h"
+
+namespace sluice::report {
+namespace {
+
+using nlohmann::json;
+
+std::string pct(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
+
+int64_t number_or(const json& j, const char* key, int64_t fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int64_t>() : fallback;
+}
+
+double real_or(const json& j, const char* key, double fallback) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// The extent of the rank's spans, the window when the caller gives none.
+std::pair<int64_t, int64_t> span_extent(const timing::RankTimeline& t) {
+  int64_t start = INT64_MAX, end = INT64_MIN;
+  for (const auto& s : t.spans) {
+    start = std::min(start, s.start_ns);
+    end = std::max(end, s.end_ns);
+  }
+  return {start, end};
+}
+
+bool quota_throttled(const RankCpu& c) {
+  // The quota is the cause when it holds the rank back, or its throttling accounts for a good part
+  // of the stalls.
+  return c.held_by_quota || (c.quota_cores && c.throttled_seconds > 0.25 * std::max(c.stalled_seconds, 1e-3));
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string list;
+  for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return list.empty() ? "none" : list;
+}
+
+}  // namespace
+
+json RankCpu::to_json() const {
+  return {{"rank", rank},
+          {"name", name},
+          {"role", role},
+          {"measured", measured},
+          {"window_seconds", window_seconds},
+          {"stalled_seconds", stalled_seconds},
+          {"stalls", stalls},
+          {"longest_stall_seconds", longest_stall_seconds},
+          {"ran_fraction", ran_fraction},
+          {"others_ran_fraction", others_ran_fraction},
+          {"cpu_cores_mean", cpu_cores_mean},
+          {"cpu_seconds", cpu_seconds},
+          {"wall_seconds", wall_seconds},
+          {"quota_cores", quota_cores ? json(*quota_cores) : json(nullptr)},
+          {"throttled_seconds", throttled_seconds},
+          {"minor_faults", minor_faults},
+          {"major_faults", major_faults},
+          {"voluntary_switches", voluntary_switches},
+          {"involuntary_switches", involuntary_switches},
+          {"descheduled", descheduled}};
+}
+
+RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, int64_t end_ns) {
+  RankCpu c;
+  c.rank = aligned.rank;
+  c.name = describe_rank(aligned);
+  c.host = aligned.host;
+  c.role = aligned.role;
+  const json& r = aligned.resources;
+  if (!r.is_object()) return c;
+  c.measured = true;
+  c.wall_seconds = real_or(r, "wall_seconds", 0);
+  c.cpu_seconds = real_or(r, "cpu_user_seconds", 0) + real_or(r, "cpu_system_seconds", 0);
+  c.cpu_cores_mean = real_or(r, "cpu_cores_mean", 0);
+  c.minor_faults = number_or(r, "minor_faults", 0);
+  c.major_faults = number_or(r, "major_faults", 0);
+  c.voluntary_switches = number_or(r, "voluntary_switches", 0);
+  c.involuntary_switches = number_or(r, "involuntary_switches", 0);
+  const json cgroup = r.value("cgroup", json());
+  if (cgroup.is_object()) {
+    if (cgroup.value("quota_cores", json()).is_number()) c.quota_cores = cgroup["quota_cores"].get<double>();
+    c.throttled_seconds = real_or(cgroup, "throttled_seconds", 0);
+  }
+  if (start_ns >= end_ns) std::tie(start_ns, end_ns) = span_extent(aligned);
+  const json stalls = r.value("stalls", json::array());
+  if (start_ns >= end_ns || number_or(r, "stalls_dropped", 0) > 0) {
+    // No window to clip to, or the oldest stalls were not kept: the whole life.
+    c.window_seconds = c.wall_seconds;
+    c.stalled_seconds = real_or(r, "stalled_seconds", 0);
+    c.stalls = number_or(r, "stall_count", 0);
+    c.longest_stall_seconds = real_or(r, "longest_stall_seconds", 0);
+  } else {
+    c.window_seconds = static_cast<double>(end_ns - start_ns) * 1e-9;
+    for (const auto& s : stalls) {
+      const int64_t from = std::max(start_ns, s.at(0).get<int64_t>()), to = std::min(end_ns, s.at(1).get<int64_t>());
+      if (to <= from) continue;
+      const double seconds = static_cast<double>(to - from) * 1e-9;
+      c.stalled_seconds += seconds;
+      c.longest_stall_seconds = std::max(c.longest_stall_seconds, seconds);
+      ++c.stalls;
+    }
+  }
+  c.ran_fraction = c.window_seconds > 0 ? std::clamp(1.0 - c.stalled_seconds / c.window_seconds, 0.0, 1.0) : 1.0;
+  return c;
+}
+
+void judge_descheduled(std::vector<RankCpu>& ranks) {
+  for (auto& c : ranks) {
+    if (!c.measured) continue;
+    std::vector<double> others;
+    for (const auto& o : ranks) {
+      if (o.rank != c.rank && o.measured) others.push_back(o.ran_fraction);
+    }
+    c.others_ran_fraction = others.empty() ? 1.0 : median(others);
+    c.held_by_quota = c.quota_cores && *c.quota_cores > 0 && c.cpu_cores_mean >= quota_used_share * *c.quota_cores &&
+                      c.throttled_share() >= quota_throttled_share;
+    c.descheduled = c.held_by_quota || (c.ran_fraction < descheduled_ran_below &&
+                                        (others.empty() || c.ran_fraction <= c.others_ran_fraction - descheduled_margin));
+  }
+}
+
+std::string descheduled_cause(const RankCpu& c) {
+  if (quota_throttled(c)) {
+    return fmt::format("rank {} was held to {:.2f} cores by its cgroup's CPU quota (throttled {} of the wall time, "
+                       "stalled {} of the window)",
+                       c.rank, *c.quota_cores, pct(c.throttled_share()), pct(1 - c.ran_fraction));
+  }
+  return fmt::format("rank {} ran {} of the wall time: starved of CPU or stopped", c.rank, pct(c.ran_fraction));
+}
+
+StallVerdict descheduled_verdict(const TrainAnalysis& a, const RankCpu& c) {
+  StallVerdict v;
+  v.kind = "descheduled";
+  v.severity = "HIGH";
+  v.rank = c.rank;
+  const bool quota = quota_throttled(c);
+  v.numbers = {{"rank", c.rank},
+               {"host", c.host},
+               {"role", c.role},
+               {"cause", quota ? "cpu_quota" : "stopped_or_starved"},
+               {"ran_fraction", c.ran_fraction},
+               {"others_ran_fraction", c.others_ran_fraction},
+               {"window_seconds", c.window_seconds},
+               {"stalled_seconds", c.stalled_seconds},
+               {"stalls", c.stalls},
+               {"longest_stall_seconds", c.longest_stall_seconds},
+               {"cpu_cores_mean", c.cpu_cores_mean},
+               {"quota_cores", c.quota_cores ? json(*c.quota_cores) : json(nullptr)},
+               {"throttled_seconds", c.throttled_seconds},
+               {"throttled_share", c.throttled_share()},
+               {"involuntary_switches", c.involuntary_switches},
+               {"major_faults", c.major_faults}};
+  v.summary = fmt::format("{} (the other ranks ran {}): {} ({}); {} stalls of up to {:.3f} s, {:.1f} s of the {:.1f} s "
+                          "window; it used {:.2f} cores on average{}",
+                          descheduled_cause(c), pct(c.others_ran_fraction), c.name,
+                          quota ? "throttled by its cgroup" : "no thread of it ran", c.stalls,
+                          c.longest_stall_seconds, c.stalled_seconds, c.window_seconds, c.cpu_cores_mean,
+                          quota ? fmt::format(", its cgroup throttled it {:.1f} s", c.throttled_seconds) : "");
+  std::vector<int> feeds;
+  for (const auto& t : a.timelines) {
+    if (t.rank == c.rank) feeds = t.feeds;
+  }
+  const std::string who = c.role == "data" ? fmt::format("its model ranks ({}) waited for batches it was not running "
+                                                         "to make: neither the transport nor train.credits is the limit",
+                                                         rank_list(feeds))
+                                           : "every other model rank waits for it in the all-reduce";
+  const std::string fix =
+      quota ? fmt::format("raise or remove the CPU quota of its cgroup ({:.2f} cores: cpu.max or cpu.cfs_quota_us), or "
+                          "give the job the cores it asks for (Slurm --cpus-per-task)",
+                          *c.quota_cores)
+            : fmt::format("find what stops or starves it on host {}: other processes on its cores (top; taskset -p), a "
+                          "CPU quota, a debugger or job control sending SIGSTOP, memory pressure (major faults: {})",
+                          c.host, c.major_faults);
+  v.recommendation = who + "; " + fix;
+  return v;
+}
+
+}  // namespace sluice::report

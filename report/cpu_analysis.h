@@ -1,0 +1,74 @@
+#pragma once
+// Whether each rank got the CPU it wanted, from the timeline's `resources` (timing/cpu_watch.h):
+// the intervals in which no thread of the process ran (stopped by a signal, throttled by a cgroup
+// CPU quota, starved by other processes), its CPU time, faults and context switches. A rank that
+// did not run makes every stage it was in look slow; the verdict names it instead of the stage.
+//
+// Rule (docs/report.md, "Descheduled"): over the model ranks' steady window (each rank's whole
+// life when there is none), ran = 1 - stalled seconds / window. A rank is descheduled when
+// ran < descheduled_ran_below and, when other ranks were measured, ran is at least
+// descheduled_margin below the median of theirs (a machine that starves every rank alike is
+// not one rank's fault; it still shows in every rank's row). A rank is also descheduled when its
+// cgroup has a CPU quota, it used at least quota_used_share of it on average and the group was
+// throttled at least quota_throttled_share of the rank's wall time: a quota holds a rank back
+// while it wants the CPU, which the stall watch sees only in part (it is late only when it wakes
+// inside a throttled period).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "timing/timeline_file.h"
+
+namespace sluice::report {
+
+struct StallVerdict;
+struct TrainAnalysis;
+
+inline constexpr double descheduled_ran_below = 0.6;
+inline constexpr double descheduled_margin = 0.2;
+inline constexpr double quota_used_share = 0.8;
+inline constexpr double quota_throttled_share = 0.2;
+
+struct RankCpu {
+  int rank = 0;
+  std::string name;  // describe_rank
+  std::string host;
+  std::string role;
+  bool measured = false;          // the timeline has `resources`
+  double window_seconds = 0;      // the window the stall numbers cover
+  double stalled_seconds = 0;     // stall intervals clipped to the window
+  int64_t stalls = 0;             // stall intervals overlapping the window
+  double longest_stall_seconds = 0;
+  double ran_fraction = 1;        // 1 - stalled / window
+  double others_ran_fraction = 1; // median of the other measured ranks' ran_fraction
+  double cpu_cores_mean = 0;      // CPU seconds / wall seconds over the process's life
+  double cpu_seconds = 0;
+  double wall_seconds = 0;
+  std::optional<double> quota_cores;  // its cgroup's CPU quota, when one is set
+  double throttled_seconds = 0;       // time its cgroup was throttled
+  int64_t minor_faults = 0, major_faults = 0, voluntary_switches = 0, involuntary_switches = 0;
+  bool descheduled = false;
+  bool held_by_quota = false;  // the quota rule above
+
+  double throttled_share() const { return wall_seconds > 0 ? throttled_seconds / wall_seconds : 0; }
+
+  nlohmann::json to_json() const;
+};
+
+// `aligned`: a timeline on the reference clock (align_to_reference also moves the stall
+// intervals). start_ns >= end_ns means the rank's whole life.
+RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, int64_t end_ns);
+
+// Sets others_ran_fraction and descheduled on every rank by the rule above.
+void judge_descheduled(std::vector<RankCpu>& ranks);
+
+// The descheduled verdict of one rank (kind "descheduled", HIGH), its cause (a cgroup quota that
+// throttled it, or stopped / starved) and what its role's neighbours paid for it.
+StallVerdict descheduled_verdict(const TrainAnalysis& analysis, const RankCpu& cpu);
+
+// "rank 0 ran 26% of the wall time: starved of CPU or stopped" (the cause's short form).
+std::string descheduled_cause(const RankCpu& cpu);
+
+}  // namespace sluice::report

@@ -1,0 +1,120 @@
+#include "runtime/train/padding_summary.h"
+
+#include <unordered_map>
+
+#include "common/error.h"
+#include "common/file_util.h"
+
+namespace sluice::runtime {
+namespace {
+
+using nlohmann::json;
+
+double ratio(int64_t real, int64_t padded) {
+  return padded > 0 ? static_cast<double>(real) / static_cast<double>(padded) : 1.0;
+}
+
+json shape_json(const BucketShape& b) {
+  return {{"shortest_frames", b.shortest_frames}, {"max_frames", b.max_frames}, {"max_tokens", b.max_tokens},
+          {"batch_size", b.batch_size}};
+}
+
+}  // namespace
+
+double PaddingFigures::frame_efficiency() const { return ratio(real_frames, padded_frames); }
+double PaddingFigures::token_efficiency() const { return ratio(real_tokens, padded_tokens); }
+
+void PaddingFigures::add(const PaddingFigures& o) {
+  batches += o.batches;
+  samples += o.samples;
+  real_frames += o.real_frames;
+  padded_frames += o.padded_frames;
+  real_tokens += o.real_tokens;
+  padded_tokens += o.padded_tokens;
+}
+
+json PaddingFigures::to_json() const {
+  return {{"batches", batches},
+          {"samples", samples},
+          {"real_frames", real_frames},
+          {"padded_frames", padded_frames},
+          {"real_tokens", real_tokens},
+          {"padded_tokens", padded_tokens},
+          {"frame_efficiency", frame_efficiency()},
+          {"token_efficiency", token_efficiency()}};
+}
+
+PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                                 int model_ranks) {
+  const BatchPlan plan = BatchPlan::build(samples, config, model_ranks, 0);
+  std::unordered_map<int64_t, const PlanSample*> by_index;
+  for (const auto& s : samples) by_index[s.index] = &s;
+  PaddingSummary summary;
+  for (size_t b = 0; b < plan.buckets().size(); ++b) summary.buckets.push_back({static_cast<int>(b), plan.buckets()[b], {}});
+  for (int64_t step = 0; step < plan.steps(); ++step) {
+    for (int r = 0; r < model_ranks; ++r) {
+      const PlannedBatch& batch = plan.batch(step, r);
+      BucketPadding& bucket = summary.buckets.at(static_cast<size_t>(batch.bucket));
+      PaddingFigures& f = bucket.figures;
+      const auto n = static_cast<int64_t>(batch.samples.size());
+      ++f.batches;
+      f.samples += n;
+      f.padded_frames += n * bucket.shape.max_frames;
+      f.padded_tokens += n * bucket.shape.max_tokens;
+      for (int64_t index : batch.samples) {
+        const PlanSample& s = *by_index.at(index);
+        f.real_frames += s.n_frames;
+        f.real_tokens += s.n_tokens;
+      }
+    }
+  }
+  for (const auto& b : summary.buckets) summary.total.add(b.figures);
+  return summary;
+}
+
+json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks) {
+  const PaddingSummary now = summarize_padding(samples, config, model_ranks);
+  json buckets = json::array();
+  for (const auto& b : now.buckets) {
+    json row = shape_json(b.shape);
+    row.update(b.figures.to_json());
+    row["bucket"] = b.bucket;
+    buckets.push_back(row);
+  }
+  json alternatives = json::array();
+  if (config.bucket_edges.empty()) {
+    for (int factor : {2, 4}) {
+      BatchPlanConfig more = config;
+      more.n_buckets = config.n_buckets * factor;
+      try {
+        const PaddingSummary alt = summarize_padding(samples, more, model_ranks);
+        // Padded frames per real frame, today against the alternative.
+        const double saved = 1.0 - now.total.frame_efficiency() / alt.total.frame_efficiency();
+        alternatives.push_back({{"n_buckets", more.n_buckets},
+                                {"buckets", alt.buckets.size()},
+                                {"frame_efficiency", alt.total.frame_efficiency()},
+                                {"token_efficiency", alt.total.token_efficiency()},
+                                {"padded_frames_saved_fraction", saved}});
+      } catch (const Error&) {
+        // That many buckets cannot make a plan for this split (too few samples): no alternative.
+      }
+    }
+  }
+  return {{"format", padding_format},
+          {"model_ranks", model_ranks},
+          {"n_buckets", config.n_buckets},
+          {"bucket_edges", config.bucket_edges},
+          {"batch_size", config.batch_size},
+          {"frame_budget", config.frame_budget},
+          {"pad_multiple", config.pad_multiple},
+          {"buckets", buckets},
+          {"total", now.total.to_json()},
+          {"alternatives", alternatives}};
+}
+
+void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
+                           const BatchPlanConfig& config, int model_ranks) {
+  write_file_atomically(run_dir / "padding.json", padding_json(samples, config, model_ranks).dump(2) + "\n");
+}
+
+}  // namespace sluice::runtime

@@ -1,0 +1,70 @@
+#pragma once
+// How much of the model's work is padding. Every batch of a bucket is padded to the bucket's shape
+// (runtime/train/batch_plan.h): [B, max_frames] mels and [B, max_tokens] tokens. The plan is
+// deterministic, so the padding of every planned batch is known from the plan and the split's
+// lengths before a step runs. Rank 0 of `sluice train` writes it to RUN_DIR/padding.json; the
+// report (docs/report.md, "Padding") reads it.
+//
+// Per bucket and overall, over one epoch's planned batches (every model rank's): real frames
+// (the samples' n_frames), padded frames (B x max_frames per batch), the same for tokens, and
+// real / padded. Model work grows with the padded frames, so 1 - real / padded is the share of it
+// spent on padding. For quantile buckets (train.bucket_edges empty) the same figures for more
+// buckets (2x, 4x train.n_buckets) say what raising train.n_buckets would save; the share does not
+// depend on the batch size, so train.frame_budget changes how many samples a batch holds, not it.
+//
+// FORMAT "sluice-padding/1" (JSON object):
+//   format, model_ranks, n_buckets, bucket_edges, batch_size, frame_budget, pad_multiple
+//   buckets   [{bucket, shortest_frames, max_frames, max_tokens, batch_size, batches, samples,
+//               real_frames, padded_frames, real_tokens, padded_tokens, frame_efficiency,
+//               token_efficiency}]   (efficiency = real / padded)
+//   total     {batches, samples, real_frames, padded_frames, real_tokens, padded_tokens,
+//              frame_efficiency, token_efficiency}
+//   alternatives [{n_buckets, buckets, frame_efficiency, token_efficiency,
+//                  padded_frames_saved_fraction}]  (quantile buckets only; saved: of today's padded frames
+//                  per real frame)
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/train/batch_plan.h"
+
+namespace sluice::runtime {
+
+inline constexpr const char* padding_format = "sluice-padding/1";
+
+struct PaddingFigures {
+  int64_t batches = 0;  // one model rank's batch counts once
+  int64_t samples = 0;
+  int64_t real_frames = 0, padded_frames = 0;
+  int64_t real_tokens = 0, padded_tokens = 0;
+  double frame_efficiency() const;  // real / padded, 1 when nothing is padded
+  double token_efficiency() const;
+  void add(const PaddingFigures& other);
+  nlohmann::json to_json() const;
+};
+
+struct BucketPadding {
+  int bucket = 0;
+  BucketShape shape;
+  PaddingFigures figures;
+};
+
+struct PaddingSummary {
+  std::vector<BucketPadding> buckets;
+  PaddingFigures total;
+};
+
+// Epoch 0's plan of `samples` under `config` with `model_ranks` model ranks. Pure.
+PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                                 int model_ranks);
+
+// The whole "sluice-padding/1" document, alternatives included.
+nlohmann::json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks);
+
+// RUN_DIR/padding.json (atomically).
+void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
+                           const BatchPlanConfig& config, int model_ranks);
+
+}  // namespace sluice::runtime

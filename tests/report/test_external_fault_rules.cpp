@@ -1,0 +1,260 @@
+// The rules for faults made outside the process (docs/report.md: Descheduled, the ratio straggler
+// rule, a prep stopped on purpose, padding), on synthetic timelines whose answer is known. The
+// same faults made for real (SIGSTOP, a cgroup CPU quota, a bad corpus) are in
+// tests/runtime/test_report_external_faults.cpp.
+#include <gtest/gtest.h>
+
+#include "report/prep_analysis.h"
+#include "report/run_analysis.h"
+#include "report/stall_verdicts.h"
+#include "tests/report/synthetic_run.h"
+
+namespace sluice::report {
+namespace {
+
+using nlohmann::json;
+using testing::SyntheticTrain;
+using testing::make_train_timelines;
+
+const StallVerdict* find(const std::vector<StallVerdict>& verdicts, const std::string& kind) {
+  for (const auto& v : verdicts) {
+    if (v.kind == kind) return &v;
+  }
+  return nullptr;
+}
+
+std::string all_text(const std::vector<StallVerdict>& verdicts) {
+  std::string text;
+  for (const auto& v : verdicts) text += v.headline() + " -> " + v.recommendation + "\n";
+  return text;
+}
+
+// What CpuWatch would record for a process stopped `stop_ms` of every `period_ms` over its spans.
+json resources_stopped(const timing::RankTimeline& t, int64_t stop_ms, int64_t period_ms) {
+  int64_t start = INT64_MAX, end = INT64_MIN;
+  for (const auto& s : t.spans) {
+    start = std::min(start, s.start_ns);
+    end = std::max(end, s.end_ns);
+  }
+  json stalls = json::array();
+  double stalled = 0;
+  for (int64_t at = start; stop_ms > 0 && at + stop_ms * 1'000'000 <= end; at += period_ms * 1'000'000) {
+    stalls.push_back({at, at + stop_ms * 1'000'000});
+    stalled += 1e-3 * static_cast<double>(stop_ms);
+  }
+  const double wall = static_cast<double>(end - start) * 1e-9;
+  return {{"wall_seconds", wall},           {"cpu_user_seconds", 0.1 * wall}, {"cpu_system_seconds", 0.0},
+          {"cpu_cores_mean", 0.1},          {"minor_faults", 100},            {"major_faults", 0},
+          {"voluntary_switches", 1000},     {"involuntary_switches", 10},     {"stalled_seconds", stalled},
+          {"stall_count", stalls.size()},   {"longest_stall_seconds", 1e-3 * static_cast<double>(stop_ms)},
+          {"ran_fraction", 1 - stalled / wall}, {"stalls", stalls},           {"stalls_dropped", 0},
+          {"threads", json::array()},       {"cgroup", nullptr}};
+}
+
+// Data rank 0 stopped 150 ms of every 200 ms: its batches are late and queue behind credits, so
+// the spans alone say "the feed is the limit, raise train.credits". The OS's view names the rank.
+TEST(Descheduled, StoppedDataRankIsNamedInsteadOfTheFeed) {
+  SyntheticTrain run;
+  run.batch_wait = 0.08;  // I/T about 44%
+  run.data_wait_stage = Stage::credit_wait;
+  run.reader_busy_share = 0.1;
+  run.queue_depth = 2;
+  auto timelines = make_train_timelines(run);
+  {
+    // Without the OS's view: the old advice, which the fault makes wrong.
+    const auto verdicts = train_verdicts(analyze_train(timelines));
+    ASSERT_NE(find(verdicts, "input_bound"), nullptr);
+    EXPECT_NE(find(verdicts, "input_bound")->recommendation.find("train.credits"), std::string::npos);
+    EXPECT_EQ(find(verdicts, "descheduled"), nullptr);
+  }
+  for (auto& t : timelines) t.resources = resources_stopped(t, t.rank == 0 ? 150 : 0, 200);
+  const auto analysis = analyze_train(timelines);
+  const auto verdicts = train_verdicts(analysis);
+  const StallVerdict* d = find(verdicts, "descheduled");
+  ASSERT_NE(d, nullptr) << all_text(verdicts);
+  EXPECT_EQ(d->rank, 0);
+  EXPECT_EQ(d->severity, "HIGH");
+  EXPECT_EQ(d->numbers["cause"], "stopped_or_starved");
+  EXPECT_NEAR(d->numbers["ran_fraction"].get<double>(), 0.25, 0.03);
+  EXPECT_NE(d->summary.find("rank 0 ran 2"), std::string::npos) << d->summary;
+  EXPECT_NE(d->summary.find("starved of CPU or stopped"), std::string::npos) << d->summary;
+  EXPECT_NE(d->recommendation.find("model ranks (1, 2)"), std::string::npos) << d->recommendation;
+  const StallVerdict* input = find(verdicts, "input_bound");
+  ASSERT_NE(input, nullptr);
+  EXPECT_EQ(input->numbers["descheduled_rank"], 0);
+  EXPECT_EQ(input->recommendation.find("Raise train.credits"), std::string::npos) << input->recommendation;
+  EXPECT_NE(input->recommendation.find("not running"), std::string::npos) << input->recommendation;
+  // HIGH verdicts: descheduled right after hang, before input-bound.
+  EXPECT_LT(d - verdicts.data(), input - verdicts.data());
+}
+
+// Every rank starved alike (an oversubscribed machine) is no one rank's fault.
+TEST(Descheduled, RanksStarvedAlikeNameNoRank) {
+  SyntheticTrain run;
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) t.resources = resources_stopped(t, 100, 200);
+  const auto analysis = analyze_train(timelines);
+  EXPECT_EQ(find(train_verdicts(analysis), "descheduled"), nullptr);
+  for (const auto& c : analysis.cpu) EXPECT_NEAR(c.ran_fraction, 0.5, 0.03) << c.name;
+}
+
+// A model rank under a CPU quota: its busy time is about 8x the other's and very noisy (throttled
+// in 100 ms periods), so the modified z rule, whose scale with two ranks is its own noise
+// mirrored, misses it; the ratio rule names it with its cost, and the all-reduce verdict points
+// at a straggler that is there.
+TEST(Straggler, NoisyRankUnderACpuQuotaIsNamedByTheRatioRule) {
+  SyntheticTrain run;
+  run.steps = 60;
+  run.extra_forward = [](int rank, int64_t step) {
+    if (rank != 2) return 0.0;
+    return 0.16 + 0.3 * static_cast<double>((step * 7919) % 101) / 100.0;  // 0.16..0.46 s, spread evenly
+  };
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) {
+    t.summary["allreduce_baseline_bytes_per_s"] = 1e9;
+    t.resources = resources_stopped(t, t.rank == 2 ? 80 : 0, 100);
+    if (t.rank == 2) {
+      t.resources["cgroup"] = {{"path", "/sys/fs/cgroup/x"}, {"quota_cores", 0.2}, {"throttled_seconds", 30.0},
+                               {"throttled_periods", 300}};
+    }
+  }
+  const auto analysis = analyze_train(timelines);
+  const auto verdicts = train_verdicts(analysis);
+  const StallVerdict* s = find(verdicts, "straggler");
+  ASSERT_NE(s, nullptr) << all_text(verdicts);
+  EXPECT_EQ(s->rank, 2);
+  EXPECT_EQ(s->numbers["rule"], "ratio");
+  EXPECT_GT(s->numbers["cost_seconds_steady"].get<double>(), 10.0);
+  EXPECT_NEAR(s->numbers["excess_seconds_per_step"].get<double>(), 0.31, 0.03);
+  const StallVerdict* d = find(verdicts, "descheduled");
+  ASSERT_NE(d, nullptr) << all_text(verdicts);
+  EXPECT_EQ(d->rank, 2);
+  EXPECT_EQ(d->numbers["cause"], "cpu_quota");
+  EXPECT_NE(d->summary.find("rank 2 was held to 0.20 cores by its cgroup's CPU quota"), std::string::npos)
+      << d->summary;
+  const StallVerdict* comm = find(verdicts, "communication_bound");
+  ASSERT_NE(comm, nullptr) << all_text(verdicts);
+  EXPECT_NE(comm->recommendation.find("rank 2"), std::string::npos) << comm->recommendation;
+}
+
+// As measured with a real quota of 0.2 cores (cgroup v1): the watch saw stalls in only 23% of the
+// window (it is late only when it wakes inside a throttled period), but the rank used its whole
+// quota and its group was throttled 37% of the time. The quota rule names it.
+TEST(Descheduled, ARankUsingItsWholeQuotaIsHeldByIt) {
+  SyntheticTrain run;
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) t.resources = resources_stopped(t, t.rank == 2 ? 23 : 5, 100);
+  auto& held = timelines[2].resources;
+  held["cpu_cores_mean"] = 0.204;
+  held["cgroup"] = {{"path", "/sys/fs/cgroup/cpu/q"}, {"quota_cores", 0.2}, {"throttled_periods", 809},
+                    {"throttled_seconds", 0.37 * held["wall_seconds"].get<double>()}};
+  const auto analysis = analyze_train(timelines);
+  const auto verdicts = train_verdicts(analysis);
+  const StallVerdict* d = find(verdicts, "descheduled");
+  ASSERT_NE(d, nullptr) << all_text(verdicts);
+  EXPECT_EQ(d->rank, 2);
+  EXPECT_EQ(d->numbers["cause"], "cpu_quota");
+  EXPECT_NEAR(d->numbers["throttled_share"].get<double>(), 0.37, 1e-9);
+  // The same rank under a quota it does not use up is not held by it.
+  held["cpu_cores_mean"] = 0.05;
+  EXPECT_EQ(find(train_verdicts(analyze_train(timelines)), "descheduled"), nullptr);
+}
+
+// A verdict never points at a verdict that is not there: an all-reduce wait without a straggler.
+TEST(CommunicationBound, WaitBeyondTheBaselineWithoutStragglerNamesNone) {
+  SyntheticTrain run;
+  run.allreduce = 0.03;
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) t.summary["allreduce_baseline_bytes_per_s"] = 1e9;
+  const auto verdicts = train_verdicts(analyze_train(timelines));
+  const StallVerdict* comm = find(verdicts, "communication_bound");
+  ASSERT_NE(comm, nullptr) << all_text(verdicts);
+  ASSERT_EQ(find(verdicts, "straggler"), nullptr) << all_text(verdicts);
+  EXPECT_NE(comm->recommendation.find("wait for each other"), std::string::npos) << comm->recommendation;
+  EXPECT_EQ(all_text(verdicts).find("straggler"), std::string::npos) << all_text(verdicts);
+}
+
+json prep_report_with_rejects(int64_t rejects, int64_t rows) {
+  return {{"corpus_rows", rows},
+          {"rejects", rejects},
+          {"reject_reasons", {{"decode_error", rejects - 2}, {"too_short", 2}}},
+          {"ranks", json::array()}};
+}
+
+// A prep that stops because more rows were rejected than prep.max_reject_fraction says so and
+// points at rejects.jsonl; it is no hang.
+TEST(PrepStopped, TooManyRejectsIsAStopNotAHang) {
+  auto timelines = testing::make_prep_timelines(2, 40, [](int) { return 1.0; });
+  for (auto& t : timelines) {
+    t.status = "stopped";
+    t.settings["prep.max_reject_fraction"] = 0.05;
+    t.summary = {{"stop_reason", "too_many_rejects"}, {"rejects_file", "/cache/rejects.jsonl"}};
+  }
+  const auto analysis = analyze_prep(timelines, prep_report_with_rejects(30, 80));
+  const StallVerdict* v = find(analysis.verdicts, "stopped");
+  ASSERT_NE(v, nullptr) << all_text(analysis.verdicts);
+  EXPECT_EQ(find(analysis.verdicts, "hang"), nullptr) << all_text(analysis.verdicts);
+  EXPECT_EQ(v->rank, -1);
+  EXPECT_EQ(v->numbers["reason"], "too_many_rejects");
+  EXPECT_NEAR(v->numbers["reject_fraction"].get<double>(), 30.0 / 80.0, 1e-9);
+  EXPECT_NE(v->summary.find("30 of 80 corpus rows were rejected (37.5%), more than prep.max_reject_fraction = 5.0%"),
+            std::string::npos)
+      << v->summary;
+  EXPECT_NE(v->summary.find("decode_error 28"), std::string::npos) << v->summary;
+  EXPECT_NE(v->recommendation.find("/cache/rejects.jsonl"), std::string::npos) << v->recommendation;
+}
+
+// Timelines written before the stop reason existed said "failed": prep-report.json over the limit
+// still reads as a stop.
+TEST(PrepStopped, FailedTimelinesOverTheRejectLimitReadAsAStop) {
+  auto timelines = testing::make_prep_timelines(2, 40, [](int) { return 1.0; });
+  for (auto& t : timelines) {
+    t.status = "failed";
+    t.settings["prep.max_reject_fraction"] = 0.05;
+  }
+  const auto analysis = analyze_prep(timelines, prep_report_with_rejects(30, 80));
+  EXPECT_NE(find(analysis.verdicts, "stopped"), nullptr) << all_text(analysis.verdicts);
+  EXPECT_EQ(find(analysis.verdicts, "hang"), nullptr) << all_text(analysis.verdicts);
+}
+
+json padding_doc(double efficiency) {
+  return {{"format", "sluice-padding/1"},
+          {"n_buckets", 2},
+          {"bucket_edges", json::array()},
+          {"frame_budget", 0},
+          {"buckets",
+           {{{"bucket", 0}, {"shortest_frames", 100}, {"max_frames", 200}, {"batches", 10}, {"frame_efficiency", 0.9}},
+            {{"bucket", 1}, {"shortest_frames", 201}, {"max_frames", 800}, {"batches", 10}, {"frame_efficiency", 0.5}}}},
+          {"total", {{"batches", 20}, {"frame_efficiency", efficiency}, {"token_efficiency", 0.7}}},
+          {"alternatives",
+           {{{"n_buckets", 4}, {"frame_efficiency", 0.8}, {"padded_frames_saved_fraction", 0.125}},
+            {{"n_buckets", 8}, {"frame_efficiency", 0.9}, {"padded_frames_saved_fraction", 0.222}}}}};
+}
+
+TEST(Padding, OverTenPercentNamesTheWorstBucketAndWhatMoreBucketsSave) {
+  const auto v = padding_verdict(padding_doc(0.7));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->severity, "HIGH");
+  EXPECT_NEAR(v->numbers["waste_fraction"].get<double>(), 0.3, 1e-9);
+  EXPECT_EQ(v->numbers["worst_bucket"], 1);
+  EXPECT_NE(v->recommendation.find("raise train.n_buckets from 2 to 8"), std::string::npos) << v->recommendation;
+  EXPECT_NE(v->recommendation.find("22.2% fewer padded frames"), std::string::npos) << v->recommendation;
+  EXPECT_NE(v->recommendation.find("train.frame_budget"), std::string::npos) << v->recommendation;
+  const auto moderate = padding_verdict(padding_doc(0.85));
+  ASSERT_TRUE(moderate.has_value());
+  EXPECT_EQ(moderate->severity, "MODERATE");
+  EXPECT_FALSE(padding_verdict(padding_doc(0.95)).has_value());
+  EXPECT_FALSE(padding_verdict(nullptr).has_value());
+}
+
+TEST(Padding, JoinsTheTrainVerdicts) {
+  SyntheticTrain run;
+  auto analysis = analyze_train(make_train_timelines(run));
+  analysis.padding = padding_doc(0.7);
+  const auto verdicts = train_verdicts(analysis);
+  ASSERT_NE(find(verdicts, "padding"), nullptr) << all_text(verdicts);
+  EXPECT_NE(find(verdicts, "compute_bound"), nullptr) << all_text(verdicts);
+}
+
+}  // namespace
+}  // namespace sluice::report

@@ -1,0 +1,89 @@
+// The padding of the planned batches (runtime/train/padding_summary.h) on a split of known lengths,
+// worked out by hand below.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "runtime/train/padding_summary.h"
+#include "tests/support/command.h"
+
+namespace sluice::runtime {
+namespace {
+
+// Two of each: bucket 0 (<= 100 frames) 40, 60, 80, 100; bucket 1: 120, 160, 200, 240. Tokens are
+// a quarter of the frames.
+std::vector<PlanSample> known_split() {
+  std::vector<PlanSample> samples;
+  int64_t index = 0;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (int32_t frames : {40, 60, 80, 100, 120, 160, 200, 240}) samples.push_back({index++, frames, frames / 4});
+  }
+  return samples;
+}
+
+BatchPlanConfig two_buckets() {
+  BatchPlanConfig config;
+  config.bucket_edges = {100};
+  config.batch_size = 2;
+  config.pad_multiple = 8;
+  return config;
+}
+
+// 2 model ranks x 2 samples: each bucket's 8 samples make 2 global steps, nothing dropped.
+// Bucket 0 pads to 104 frames (100 rounded up to 8) and 32 tokens (25 -> 32): real frames
+// 2 x 280 = 560 of 8 x 104 = 832; tokens 2 x 70 = 140 of 8 x 32 = 256. Bucket 1 pads to 240 frames
+// and 64 tokens: 1440 of 1920 frames, 360 of 512 tokens.
+TEST(PaddingSummary, PerBucketAndTotalFiguresOfAKnownSplit) {
+  const PaddingSummary s = summarize_padding(known_split(), two_buckets(), 2);
+  ASSERT_EQ(s.buckets.size(), 2u);
+  const auto& b0 = s.buckets[0].figures;
+  EXPECT_EQ(s.buckets[0].shape.max_frames, 104);
+  EXPECT_EQ(b0.batches, 4);
+  EXPECT_EQ(b0.samples, 8);
+  EXPECT_EQ(b0.real_frames, 560);
+  EXPECT_EQ(b0.padded_frames, 832);
+  EXPECT_EQ(b0.real_tokens, 140);
+  EXPECT_EQ(b0.padded_tokens, 256);
+  EXPECT_DOUBLE_EQ(b0.frame_efficiency(), 560.0 / 832.0);
+  const auto& b1 = s.buckets[1].figures;
+  EXPECT_EQ(b1.real_frames, 1440);
+  EXPECT_EQ(b1.padded_frames, 1920);
+  EXPECT_EQ(b1.real_tokens, 360);
+  EXPECT_EQ(b1.padded_tokens, 512);
+  EXPECT_EQ(s.total.batches, 8);
+  EXPECT_EQ(s.total.samples, 16);
+  EXPECT_DOUBLE_EQ(s.total.frame_efficiency(), 2000.0 / 2752.0);
+  EXPECT_DOUBLE_EQ(s.total.token_efficiency(), 500.0 / 768.0);
+}
+
+// One quantile bucket pads everything to 240 frames: 2000 of 16 x 240 = 3840. More buckets pad
+// less, and the document says by how much.
+TEST(PaddingSummary, AlternativesSayWhatMoreBucketsSave) {
+  BatchPlanConfig config;
+  config.n_buckets = 1;
+  config.batch_size = 2;
+  const auto doc = padding_json(known_split(), config, 2);
+  EXPECT_EQ(doc["format"], padding_format);
+  EXPECT_DOUBLE_EQ(doc["total"]["frame_efficiency"].get<double>(), 2000.0 / 3840.0);
+  ASSERT_FALSE(doc["alternatives"].empty()) << doc.dump(2);
+  const auto& two = doc["alternatives"][0];
+  EXPECT_EQ(two["n_buckets"], 2);
+  EXPECT_GT(two["frame_efficiency"].get<double>(), 2000.0 / 3840.0);
+  EXPECT_NEAR(two["padded_frames_saved_fraction"].get<double>(),
+              1.0 - (2000.0 / 3840.0) / two["frame_efficiency"].get<double>(), 1e-12);
+  // Fixed edges: train.n_buckets has no effect, so no alternatives.
+  EXPECT_TRUE(padding_json(known_split(), two_buckets(), 2)["alternatives"].empty());
+}
+
+TEST(PaddingSummary, WritesPaddingJsonIntoTheRunDir) {
+  const auto dir = test::scratch_dir("padding-summary", "run");
+  write_padding_summary(dir, known_split(), two_buckets(), 2);
+  std::ifstream in(dir / "padding.json");
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["buckets"][1]["padded_frames"], 1920);
+  EXPECT_EQ(doc["model_ranks"], 2);
+}
+
+}  // namespace
+}  // namespace sluice::runtime
