@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "report/stall_verdicts.h"
 #include "timing/timeline_file.h"
 
 namespace sluice::report::testing {
@@ -212,6 +213,14 @@ inline std::vector<RankTimeline> make_prep_timelines(int ranks, int rows_per_ran
     timelines.push_back(t);
   }
   return timelines;
+}
+
+// The verdict of `kind` among `verdicts`, or nullptr.
+inline const StallVerdict* find(const std::vector<StallVerdict>& verdicts, const std::string& kind) {
+  for (const auto& v : verdicts) {
+    if (v.kind == kind) return &v;
+  }
+  return nullptr;
 }
 
 }  // namespace sluice::report::testing

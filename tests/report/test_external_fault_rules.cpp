@@ -15,13 +15,8 @@ namespace {
 using nlohmann::json;
 using testing::SyntheticTrain;
 using testing::make_train_timelines;
+using testing::find;
 
-const StallVerdict* find(const std::vector<StallVerdict>& verdicts, const std::string& kind) {
-  for (const auto& v : verdicts) {
-    if (v.kind == kind) return &v;
-  }
-  return nullptr;
-}
 
 std::string all_text(const std::vector<StallVerdict>& verdicts) {
   std::string text;

@@ -15,13 +15,8 @@ namespace {
 
 using testing::SyntheticTrain;
 using testing::make_train_timelines;
+using testing::find;
 
-const StallVerdict* find(const std::vector<StallVerdict>& verdicts, const std::string& kind) {
-  for (const auto& v : verdicts) {
-    if (v.kind == kind) return &v;
-  }
-  return nullptr;
-}
 
 std::vector<std::string> kinds(const std::vector<StallVerdict>& verdicts) {
   std::vector<std::string> names;

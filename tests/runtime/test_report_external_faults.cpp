@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/report_json.h"
 
 namespace sluice {
 namespace {
@@ -29,17 +30,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
-
-json verdict(const json& report, const std::string& kind) {
-  for (const auto& v : report["verdicts"]) {
-    if (v["kind"] == kind) return v;
-  }
-  return nullptr;
-}
+using test::read_json;
+using test::verdict;
 
 std::string verdict_text(const json& report) {
   std::string all;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/report_json.h"
 
 namespace sluice {
 namespace {
@@ -17,24 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
-
-// The verdict of `kind` in report.json, or null.
-json verdict(const json& report, const std::string& kind) {
-  for (const auto& v : report["verdicts"]) {
-    if (v["kind"] == kind) return v;
-  }
-  return nullptr;
-}
-
-std::string kinds(const json& report) {
-  std::string all;
-  for (const auto& v : report["verdicts"]) all += v["kind"].get<std::string>() + " ";
-  return all;
-}
+using test::read_json;
+using test::verdict;
 
 class ReportKnownAnswers : public ::testing::Test {
  protected:
@@ -74,8 +59,8 @@ TEST_F(ReportKnownAnswers, DataRankDelayGivesInputBoundAtTheExpectedFraction) {
   EXPECT_NE(result.output.find("compute-bound"), std::string::npos) << result.output;
   const json baseline = read_json(baseline_dir / "report.json");
   ASSERT_TRUE(baseline["steady_state"]["enough"].get<bool>()) << baseline["steady_state"];
-  EXPECT_FALSE(verdict(baseline, "compute_bound").is_null()) << kinds(baseline);
-  EXPECT_TRUE(verdict(baseline, "input_bound").is_null()) << kinds(baseline);
+  EXPECT_FALSE(verdict(baseline, "compute_bound").is_null()) << test::verdict_kinds(baseline);
+  EXPECT_TRUE(verdict(baseline, "input_bound").is_null()) << test::verdict_kinds(baseline);
   EXPECT_LT(baseline["model_role"]["input_wait_fraction"].get<double>(), 0.05);
 
   const double delay_s = 1.5;
@@ -86,7 +71,7 @@ TEST_F(ReportKnownAnswers, DataRankDelayGivesInputBoundAtTheExpectedFraction) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const json report = read_json(run_dir / "report.json");
   const json input = verdict(report, "input_bound");
-  ASSERT_FALSE(input.is_null()) << kinds(report);
+  ASSERT_FALSE(input.is_null()) << test::verdict_kinds(report);
   EXPECT_EQ(input["severity"], "HIGH");
   const json& role = report["model_role"];
   const double step_s = role["step_seconds"]["mean"].get<double>();
@@ -113,7 +98,7 @@ TEST_F(ReportKnownAnswers, ModelRankDelayNamesThatRankAsStraggler) {
     ++stragglers;
     EXPECT_EQ(v["rank"], 2) << v;
   }
-  EXPECT_EQ(stragglers, 1) << kinds(report);
+  EXPECT_EQ(stragglers, 1) << test::verdict_kinds(report);
 }
 
 // The data rank stalls 1.5 s on every 7th batch and the model holds one batch in hand: step-time
@@ -126,7 +111,7 @@ TEST_F(ReportKnownAnswers, EverySeventhBatchDelayGivesCyclicStallWithPeriodSeven
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const json report = read_json(run_dir / "report.json");
   const json cyclic = verdict(report, "cyclic_stall");
-  ASSERT_FALSE(cyclic.is_null()) << kinds(report);
+  ASSERT_FALSE(cyclic.is_null()) << test::verdict_kinds(report);
   EXPECT_EQ(cyclic["numbers"]["period"], 7) << cyclic;
 }
 
@@ -145,7 +130,7 @@ TEST_F(ReportKnownAnswers, SilentDataRankIsNamedByTheOfflineReport) {
   EXPECT_NE(offline.output.find("hang"), std::string::npos) << offline.output;
   const json report = read_json(run_dir / "report.json");
   const json hang = verdict(report, "hang");
-  ASSERT_FALSE(hang.is_null()) << kinds(report);
+  ASSERT_FALSE(hang.is_null()) << test::verdict_kinds(report);
   EXPECT_EQ(hang["rank"], 0) << hang;
   EXPECT_EQ(report["hang"]["culprit"], 0) << report["hang"];
 }
