@@ -44,7 +44,7 @@ TEST(Fingerprint, ChangesWithSettingsVocabularyTextAndFiles) {
   dataset::CorpusListing listing;
   listing.root = "/corpus";
   listing.format = "ljspeech";
-  listing.items.push_back({"metadata.csv:1", "a", "/corpus/wavs/a.wav", "hello", "s", "", {}, ""});
+  listing.items.push_back({"metadata.csv:1", "a", "/corpus/wavs/a.wav", "hello", "s", "", {}, "", {}});
   std::vector<ItemProbe> probes = {{1.5, 1000, 42}};
   const nlohmann::json settings = {{"features", {{"n_mels", 80}}}};
   const nlohmann::json vocabulary = {{"version", "chars-v1"}};
