@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/interrupt_ranks.h"
 
 namespace sluice {
 namespace {
@@ -244,71 +245,13 @@ TEST_F(TrainJobGpu, DualGpuFeedsOverNccl) {
   EXPECT_EQ(losses(run_dir, 1).size(), 30u);
 }
 
-// Starts a long 3-rank run, waits until it trains, sends `signal` to the given ranks' processes,
-// and returns how long the job took to end after that, its exit status and its output.
-struct Interrupted {
-  double seconds;
-  int status;
-  std::string output;
-};
-
-Interrupted interrupt_ranks(const std::string& command, const fs::path& run_dir, int signal,
-                            const std::vector<int>& ranks) {
-  const std::string log = (run_dir / "output.txt").string();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::setsid();  // its own process group, so that the test can stop everything it started
-    const std::string redirected = command + " > " + log + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", redirected.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  auto slurp = [](const std::string& path) {
-    std::ifstream in(path);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  std::vector<pid_t> targets;
-  while (targets.size() < ranks.size() && std::chrono::steady_clock::now() < give_up) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (slurp(log).find("step 5/") == std::string::npos) continue;
-    targets.clear();
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const std::string env = slurp((entry.path() / "environ").string());
-      const std::string cmd = slurp((entry.path() / "cmdline").string());
-      if (cmd.find(run_dir.string()) == std::string::npos || cmd.rfind(SLUICE_BINARY, 0) != 0) continue;
-      for (int rank : ranks) {
-        if (env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos) {
-          targets.push_back(std::stoi(name));
-        }
-      }
-    }
-  }
-  Interrupted result{-1, -1, ""};
-  if (targets.size() == ranks.size()) {
-    const auto sent = std::chrono::steady_clock::now();
-    for (pid_t target : targets) ::kill(target, signal);
-    while (::waitpid(child, &result.status, WNOHANG) == 0 &&
-           std::chrono::steady_clock::now() - sent < std::chrono::seconds(60)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
-    for (pid_t target : targets) ::kill(target, SIGKILL);
-  }
-  ::kill(-child, SIGKILL);  // whatever is left, including a stopped rank
-  ::waitpid(child, &result.status, 0);
-  result.output = slurp(log);
-  return result;
-}
-
 // A data rank that stops answering (SIGSTOP: alive but silent) is named by the model ranks
 // waiting for its batches, and the job ends non-zero within twice runtime.timeout_s.
 TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
   const fs::path run_dir = scratch("silent");
   // One credit: the model ranks hold at most one batch sent before the stop, so the deadline
   // starts almost at once and the measurement is not stretched by slow steps on a loaded CI.
-  const auto result = interrupt_ranks(
+  const auto result = test::interrupt_ranks(
       train(3, run_dir, 100000, "--set runtime.timeout_s=4 --set train.credits=1 --set train.read_ahead=1"),
       run_dir, SIGSTOP, {0});
   ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
@@ -342,7 +285,7 @@ TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
 // A data rank killed outright: mpirun ends the whole job at once and names the dead rank.
 TEST_F(TrainJob, KilledDataRankEndsTheJobAndIsNamed) {
   const fs::path run_dir = scratch("killed");
-  const auto result = interrupt_ranks(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGKILL, {0});
+  const auto result = test::interrupt_ranks(train(3, run_dir, 100000, "--set runtime.timeout_s=4"), run_dir, SIGKILL, {0});
   ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
   EXPECT_LT(result.seconds, 2 * 4.0) << result.output;
   EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) != 0) << result.output;
@@ -353,7 +296,7 @@ TEST_F(TrainJob, KilledDataRankEndsTheJobAndIsNamed) {
 // exits with 4, and --resume continues from the next unseen batch.
 TEST_F(TrainJob, SigtermCheckpointsAndResumeContinues) {
   const fs::path run_dir = scratch("preempted");
-  const auto result = interrupt_ranks(train(3, run_dir, 100000), run_dir, SIGTERM, {0, 1, 2});
+  const auto result = test::interrupt_ranks(train(3, run_dir, 100000), run_dir, SIGTERM, {0, 1, 2});
   ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
   EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) == 4) << result.output;
   EXPECT_NE(result.output.find("SIGTERM received: stopped after global step"), std::string::npos) << result.output;

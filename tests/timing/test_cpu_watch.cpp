@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -39,12 +40,19 @@ TEST(CpuWatch, AProcessStoppedFromOutsideShowsItsStalls) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   std::this_thread::sleep_for(50ms);
   const auto j = watch.to_json({{"main", this_thread_id()}});
-  EXPECT_EQ(j["stall_count"].get<int>(), 3) << j.dump();
+  // The three stops, each about 200 ms. A busy machine may add a short stall of its own (a few
+  // ms of scheduling delay past the 5 ms threshold): those are real, but not the ones made here.
+  std::vector<double> long_stalls;
+  for (const auto& s : j["stalls"]) {
+    const double seconds = 1e-9 * double(s[1].get<int64_t>() - s[0].get<int64_t>());
+    if (seconds > 0.1) long_stalls.push_back(seconds);
+  }
+  ASSERT_EQ(long_stalls.size(), 3u) << j.dump();
+  for (const double seconds : long_stalls) EXPECT_NEAR(seconds, 0.2, 0.05) << j.dump();
+  EXPECT_GE(j["stall_count"].get<int>(), 3) << j.dump();
   EXPECT_NEAR(j["stalled_seconds"].get<double>(), 0.6, 0.1) << j.dump();
   EXPECT_NEAR(j["longest_stall_seconds"].get<double>(), 0.2, 0.05) << j.dump();
   EXPECT_LT(j["ran_fraction"].get<double>(), 0.6) << j.dump();
-  ASSERT_EQ(j["stalls"].size(), 3u);
-  for (const auto& s : j["stalls"]) EXPECT_NEAR(1e-9 * double(s[1].get<int64_t>() - s[0].get<int64_t>()), 0.2, 0.05);
   ASSERT_EQ(j["threads"].size(), 1u);
   EXPECT_EQ(j["threads"][0]["lane"], "main");
   EXPECT_GE(j["threads"][0]["voluntary_switches"].get<int64_t>(), 1);
