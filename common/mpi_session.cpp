@@ -158,10 +158,12 @@ MpiSession::~MpiSession() {
   }
 }
 
-std::string MpiSession::describe(int rank) const {
-  if (rank < 0 || rank >= size_) return "rank " + std::to_string(rank);
-  return "rank " + std::to_string(rank) + " (host " + host_of(rank) + ")";
+std::string describe_rank(int rank, const std::vector<std::string>& hosts) {
+  if (rank < 0 || rank >= static_cast<int>(hosts.size())) return "rank " + std::to_string(rank);
+  return "rank " + std::to_string(rank) + " (host " + hosts[static_cast<size_t>(rank)] + ")";
 }
+
+std::string MpiSession::describe(int rank) const { return describe_rank(rank, hosts_); }
 
 void MpiSession::abort(int code) const {
   MPI_Abort(MPI_COMM_WORLD, code);
@@ -429,10 +431,7 @@ int Heartbeat::first_silent(const std::vector<int>& ranks, double timeout_s) con
   return -1;
 }
 
-std::string Heartbeat::describe(int rank) const {
-  if (rank < 0 || rank >= static_cast<int>(hosts_.size())) return "rank " + std::to_string(rank);
-  return "rank " + std::to_string(rank) + " (host " + hosts_[static_cast<size_t>(rank)] + ")";
-}
+std::string Heartbeat::describe(int rank) const { return describe_rank(rank, hosts_); }
 
 std::string Heartbeat::describe_silence(int rank, double timeout_s) const {
   char seconds[64];

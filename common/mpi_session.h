@@ -23,6 +23,10 @@ namespace sluice {
 
 class Heartbeat;
 
+// "rank R (host H)", the way every error and warning names a rank; "rank R" when `hosts` does
+// not know it.
+std::string describe_rank(int rank, const std::vector<std::string>& hosts);
+
 class MpiSession {
  public:
   // Initialises MPI with MPI_THREAD_MULTIPLE (the heartbeat thread below calls MPI while the main
