@@ -123,7 +123,7 @@ struct TrainCommand {
   int run(sluice::MpiSession& session, double& abort_grace_s) const {
     sluice::install_stop_signal_handlers();
     auto settings = config.load();
-    abort_grace_s = std::min(1.0, 0.25 * settings.number("runtime.timeout_s"));
+    abort_grace_s = std::clamp(0.5 * settings.number("runtime.timeout_s"), 1.0, 3.0);
     if (!cache.empty()) settings.set("cache.dir", cache, "--cache");
     if (!run_dir.empty()) settings.set("train.run_dir", run_dir, "--run-dir");
     if (steps >= 0) settings.set("train.steps", std::to_string(steps), "--steps");
@@ -203,17 +203,17 @@ int exit_code_of(const sluice::Error& error) { return error.kind() == sluice::Er
 
 // A job's error on this rank. A config error is the same on every rank: rank 0 says it once.
 // Anything else is said by the rank that saw it, and the job is ended so that no other rank
-// waits for this one. After a transport error the rank first waits `abort_grace_s`, so that the
-// other ranks waiting on the same dead peer reach their own deadlines and say so too.
+// waits for this one. Before the abort the rank tells the others it failed and waits
+// `abort_grace_s`: the ranks waiting on it (directly, or on a healthy rank that waits on it)
+// stop at once, name it and write their timelines, which the abort would otherwise cut off.
 int end_job(const sluice::MpiSession& session, const sluice::Error& error, double abort_grace_s) {
   if (error.kind() != sluice::ErrorKind::config || session.rank() == 0) {
     sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
   }
   if (session.size() > 1 && error.kind() != sluice::ErrorKind::config) {
-    if (error.kind() == sluice::ErrorKind::transport) {
-      sluice::log::get("launcher")->flush();
-      std::this_thread::sleep_for(std::chrono::duration<double>(abort_grace_s));
-    }
+    sluice::log::get("launcher")->flush();
+    session.announce_failure();
+    std::this_thread::sleep_for(std::chrono::duration<double>(abort_grace_s));
     session.abort(1);
   }
   return exit_code_of(error);
