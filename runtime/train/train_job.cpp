@@ -201,8 +201,15 @@ void run_one_process(RankRun& run, json& rank_stats) {
   const ModelFeed feed{pair.receiver.get(), run.session.rank(), false};
   try {
     rank_stats = train_model(run.session, run.settings, run.setup, run.reader, feed, nullptr, run.context);
-  } catch (...) {
+  } catch (const TransportError&) {
     pair.receiver->close();  // unblocks the data thread
+    data_thread.join();
+    // "The sender aborted" is only the trainer's view of the data thread's failure: the feed's
+    // own error (the damaged shard, what to run) is the one to report, as a data rank would.
+    if (feed_error) std::rethrow_exception(feed_error);
+    throw;
+  } catch (...) {
+    pair.receiver->close();
     data_thread.join();
     throw;
   }
