@@ -1,6 +1,6 @@
-// The three ways a shard's /mel is read (mapped through /mel_chunk_addresses, H5Dread_chunk when
-// that table is absent, H5Dread when gzip is on) return the same exact values; a stale table is
-// detected, and the fast checksum is bit-identical to HDF5's.
+// The three ways a shard's /mel is read (pread at each chunk's address from /mel_chunk_addresses,
+// H5Dread_chunk when that table is absent, H5Dread when gzip is on) return the same exact values;
+// a stale table is detected, and the fast checksum is bit-identical to HDF5's.
 #include <hdf5.h>
 
 #include <random>
@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Path { mapped, direct_chunk, hdf5_filter };
+enum class Path { addressed, direct_chunk, hdf5_filter };
 
 void drop_chunk_tables(const fs::path& dir) {
   for (const fs::path& shard : list_shard_files(dir)) {
@@ -48,7 +48,7 @@ TEST_P(MelReadPaths, ReturnExactlyWhatWasWritten) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPaths, MelReadPaths,
-                         ::testing::Values(Path::mapped, Path::direct_chunk, Path::hdf5_filter));
+                         ::testing::Values(Path::addressed, Path::direct_chunk, Path::hdf5_filter));
 
 TEST(MelChunkAddresses, StaleTableIsNotUsedAndIsReported) {
   testing::ScratchDir dir;
