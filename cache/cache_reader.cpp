@@ -38,7 +38,7 @@ void check_shard_files(const fs::path& dir, const std::vector<ManifestShard>& sh
     }
     if (static_cast<int64_t>(bytes) != shard.bytes) {
       throw CacheError("shard " + path.string() + " has " + std::to_string(bytes) + " bytes, but the manifest says " +
-                       std::to_string(shard.bytes) + ": it was " + (static_cast<int64_t>(bytes) < shard.bytes ? "truncated" : "changed") +
+                       std::to_string(shard.bytes) + ": it was " + (static_cast<int64_t>(bytes) < shard.bytes ? "truncated or replaced" : "changed or replaced") +
                        " after the cache was built; " + verify_advice(dir));
     }
   }
