@@ -67,7 +67,7 @@ inline void publish(const std::filesystem::path& temporary,
                     const std::filesystem::path& final_path) {
   fsync_path(temporary, false);
   if (std::rename(temporary.c_str(), final_path.c_str()) != 0) {
-    throw_file_error(errno, "rename into place", temporary.string() + " -> " + final_path.string(),
+    throw_file_error(errno, "rename to " + final_path.filename().string() + " the file", temporary.string(),
                      ErrorKind::cache);
   }
   std::filesystem::path parent = final_path.parent_path();

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 
 namespace sluice {
 
@@ -38,8 +39,10 @@ std::string describe_errno(int error_number) {
 }
 
 std::string environment_advice(int error_number, const std::string& path) {
+  // df needs a path that exists: the file's directory (the file itself may be a removed temporary).
+  const std::string dir = std::filesystem::path(path).parent_path().string();
   switch (error_number) {
-    case ENOSPC: return "free space on that file system (df -h " + path + ") or write elsewhere, then rerun";
+    case ENOSPC: return "free space on that file system (df -h " + (dir.empty() ? "." : dir) + ") or write elsewhere, then rerun";
     case EDQUOT: return "your disk quota is used up: free space within it (quota -s) or write elsewhere, then rerun";
     case EROFS: return "that file system is mounted read-only: write elsewhere, then rerun";
     case EACCES:

@@ -69,8 +69,8 @@ std::string describe_errno(int error_number);
 [[noreturn]] void throw_file_error(int error_number, const std::string& action, const std::string& path,
                                    ErrorKind otherwise);
 
-// What to do about an environment errno ("free space on that file system (df -h PATH)", ...);
-// empty for other errnos.
+// What to do about an environment errno on the file `path` ("free space on that file system (df -h
+// DIR)", DIR being path's directory, ...); empty for other errnos.
 std::string environment_advice(int error_number, const std::string& path);
 
 }  // namespace sluice
