@@ -31,6 +31,7 @@ namespace {
 constexpr int exit_ok = 0;
 constexpr int exit_failure = 1;  // a runtime failure: the log names the file, sample or rank
 constexpr int exit_usage = 2;    // bad option or config, or settings that disagree with the cache
+constexpr int exit_environment = 5;  // the machine refused: disk full, read-only, permissions
 static_assert(sluice::runtime::prep_too_many_rejects == 3, "docs/operations.md documents 3");
 static_assert(sluice::runtime::train_stopped == 4, "docs/operations.md documents 4");
 
@@ -38,7 +39,8 @@ constexpr const char* exit_codes_help =
     "Exit codes (every command; docs/operations.md, \"Exit codes\"): 0 done; 1 failed (the error names "
     "the file, sample, rank or host); 2 bad option or config, or settings that disagree with an existing "
     "cache; 3 prep: more rejects than prep.max_reject_fraction; 4 train: stopped by SIGTERM/SIGUSR1 after "
-    "writing a checkpoint (rerun with --resume).";
+    "writing a checkpoint (rerun with --resume); 5 the machine refused (disk full, read-only file system, "
+    "permissions: the file is named; fix it and rerun).";
 
 // A count option that must not be negative (CLI11 would parse "-5" as a value and let it through).
 CLI::Validator non_negative() {
@@ -87,7 +89,8 @@ struct PrepCommand {
         "the effective config sluice-prep.yaml, timeline/rank-N.json and the prep report (report.md, report.json, "
         "report.html, trace.json).\nExit codes: 0 done; 1 failed (finished shards are "
         "kept: rerun to resume); 2 bad option or config, or the cache was made from other inputs "
-        "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl).\n"
+        "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl); "
+        "5 the disk is full or read-only (the file is named; fix it and rerun to resume).\n"
         "Corpus formats (corpus.format; auto recognises each by its files; audio: wav, flac, ogg, opus, mp3):\n"
         "  ljspeech     DIR/metadata.csv `LJ001-0001|text|normalized text` + DIR/wavs/LJ001-0001.flac\n"
         "  jsonl        FILE.jsonl `{\"id\":\"x1\",\"audio\":\"wavs/x1.wav\",\"text\":\"hi\",\"speaker\":\"s1\",\"language\":\"en\"}`\n"
@@ -227,7 +230,11 @@ struct OfflineCommands {
 };
 
 int exit_code_of(const sluice::Error& error) {
-  return error.kind() == sluice::ErrorKind::config ? exit_usage : exit_failure;
+  switch (error.kind()) {
+    case sluice::ErrorKind::config: return exit_usage;
+    case sluice::ErrorKind::environment: return exit_environment;
+    default: return exit_failure;
+  }
 }
 
 // A job's error on this rank. A config error is the same on every rank: rank 0 says it once.
