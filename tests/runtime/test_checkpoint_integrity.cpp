@@ -266,7 +266,8 @@ TEST_F(CheckpointIntegrity, ReusedRunDirIsRefusedUnlessOverwritten) {
   // Same settings and seed as the first run: the new run's first two losses are the first run's.
   const auto now = losses(run_dir);
   ASSERT_EQ(now.size(), 2u);
-  EXPECT_EQ(now, std::vector<double>(losses(pristine_).begin(), losses(pristine_).begin() + 2));
+  const auto first = losses(pristine_);
+  EXPECT_EQ(now, std::vector<double>(first.begin(), first.begin() + 2));
 }
 
 }  // namespace
