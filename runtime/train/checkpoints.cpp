@@ -206,7 +206,8 @@ json Checkpoints::newest_good(bool warn) const {
   }
   // latest.json stands in for a missing or unreadable record (and for checkpoints written before
   // records existed): it is a copy of the newest one.
-  if (latest && latest->contains("file") && latest->contains("global_step")) {
+  if (latest && latest->is_object() && latest->value("file", json()).is_string() &&
+      latest->value("global_step", json()).is_number_integer()) {
     Candidate& candidate = candidates[(*latest)["global_step"].get<int64_t>()];
     candidate.file = file(*latest);
     if (!candidate.record) {
@@ -225,7 +226,11 @@ json Checkpoints::newest_good(bool warn) const {
     } else if (problem.empty() && !fs::exists(candidate.file)) {
       problem = "is missing";
     } else if (problem.empty()) {
-      problem = mismatch(*candidate.record, read_file(candidate.file));
+      try {
+        problem = mismatch(*candidate.record, read_file(candidate.file));
+      } catch (const json::exception& error) {
+        problem = "has a malformed record (" + std::string(error.what()) + ")";
+      }
     }
     if (!problem.empty()) {
       damaged.push_back(candidate.file.string() + " " + problem);
