@@ -126,6 +126,7 @@ struct TrainCommand {
   std::string cache, run_dir;
   long long steps = -1;
   bool resume = false;
+  bool overwrite = false;
 
   void add(CLI::App& app) {
     command = app.add_subcommand(
@@ -138,7 +139,13 @@ struct TrainCommand {
     command->add_option("--run-dir", run_dir, "run directory for checkpoints and timings (sets train.run_dir)");
     command->add_option("--steps", steps, "global steps to train (sets train.steps; 0 = train.epochs whole epochs)")
         ->check(non_negative());
-    command->add_flag("--resume", resume, "continue from RUN_DIR/checkpoints/latest.json with the next unseen batch");
+    command->add_flag("--resume", resume,
+                      "continue from the newest good checkpoint in RUN_DIR/checkpoints/ (latest.json's, unless "
+                      "it is damaged) with the next unseen batch");
+    command->add_flag("--overwrite", overwrite,
+                      "start a new run in a RUN_DIR that holds an earlier run's checkpoints: deletes them, its "
+                      "ranks/ and timeline/ files and its report first (without it, such a RUN_DIR is refused with exit "
+                      "code 2); not with --resume");
     command->footer("Writes RUN_DIR/checkpoints/, RUN_DIR/ranks/rank-N.json, RUN_DIR/timeline/rank-N.json (every stage of "
                     "every rank) and, from rank 0 at the end, the bottleneck report: report.md, report.json, report.html, "
                     "trace.json (`sluice report RUN_DIR` rewrites it offline).\n"
@@ -157,7 +164,7 @@ struct TrainCommand {
     if (!cache.empty()) settings.set("cache.dir", cache, "--cache");
     if (!run_dir.empty()) settings.set("train.run_dir", run_dir, "--run-dir");
     if (steps >= 0) settings.set("train.steps", std::to_string(steps), "--steps");
-    return sluice::runtime::run_train(session, settings, {resume});
+    return sluice::runtime::run_train(session, settings, {resume, overwrite});
   }
 };
 

@@ -497,9 +497,28 @@ double Trainer::validation_loss(const BatchView& view) {
   });
 }
 
-void Trainer::save_checkpoint(const std::filesystem::path& path, const nlohmann::json& position) const {
-  std::string bytes = translate_torch_errors("save_checkpoint", [&] {
+namespace {
+
+// The first tensor of `tensors` holding inf or NaN, by name; empty when all are finite.
+std::string first_nonfinite(const NamedTensors& tensors) {
+  for (const auto& [name, tensor] : tensors) {
+    if (tensor.is_floating_point() && !torch::isfinite(tensor).all().item<bool>()) return name;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string Trainer::checkpoint_bytes(const nlohmann::json& position) const {
+  return translate_torch_errors("save_checkpoint", [&] {
     const Impl& s = *impl_;
+    // A diverged state is never written: a checkpoint is what a resume trusts.
+    std::string bad = first_nonfinite(s.params);
+    if (bad.empty()) bad = first_nonfinite(s.buffers);
+    if (!bad.empty()) {
+      throw Error(ErrorKind::internal, "model: refusing to write a checkpoint at " + position.dump() + ": '" + bad +
+                                           "' holds inf or NaN (training diverged); the earlier checkpoints are kept");
+    }
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(std::string(kCheckpointFormat)));
     archive.write("signature", c10::IValue(s.signature()));
@@ -525,41 +544,48 @@ void Trainer::save_checkpoint(const std::filesystem::path& path, const nlohmann:
     archive.save_to(stream);
     return stream.str();
   });
-  write_file_atomically(path, bytes);
+}
+
+void Trainer::save_checkpoint(const std::filesystem::path& path, const nlohmann::json& position) const {
+  write_file_atomically(path, checkpoint_bytes(position));
 }
 
 nlohmann::json Trainer::load_checkpoint(const std::filesystem::path& path) {
+  return load_checkpoint_bytes(read_file(path), path.string());
+}
+
+nlohmann::json Trainer::load_checkpoint_bytes(const std::string& bytes, const std::string& name) {
   return translate_torch_errors("load_checkpoint", [&] {
     Impl& s = *impl_;
     torch::serialize::InputArchive archive;
     try {
-      archive.load_from(path.string(), s.device);
+      archive.load_from(bytes.data(), bytes.size(), s.device);
     } catch (const c10::Error& e) {
-      throw Error(ErrorKind::internal, "model: cannot read checkpoint " + path.string() + ": " +
+      throw Error(ErrorKind::internal, "model: cannot read checkpoint " + name + ": " +
                                            e.what_without_backtrace() + " (is it a file written by save_checkpoint?)");
     }
     auto read_value = [&](const char* key) {
       c10::IValue value;
       if (!archive.try_read(key, value)) {
-        throw Error(ErrorKind::internal, "model: checkpoint " + path.string() + " lacks '" + key +
+        throw Error(ErrorKind::internal, "model: checkpoint " + name + " lacks '" + key +
                                              "'; it was not written by sluice's save_checkpoint");
       }
       return value;
     };
     if (read_value("format").toStringRef() != kCheckpointFormat) {
-      throw Error(ErrorKind::internal, "model: checkpoint " + path.string() + " has format '" +
+      throw Error(ErrorKind::internal, "model: checkpoint " + name + " has format '" +
                                            read_value("format").toStringRef() + "', expected " + kCheckpointFormat);
     }
     const std::string saved_signature = read_value("signature").toStringRef();
     if (saved_signature != s.signature()) {
-      throw ConfigError("model: checkpoint " + path.string() + " was written for model [" + saved_signature +
+      throw ConfigError("model: checkpoint " + name + " was written for model [" + saved_signature +
                         "] but this trainer is [" + s.signature() + "]; use the same model settings");
     }
     const int64_t micro_step = read_value("micro_step").toInt();
     const int64_t saved_accumulation = read_value("accumulation_steps").toInt();
     const bool mid_window = micro_step % saved_accumulation != 0;
     if (mid_window && saved_accumulation != s.optimizer_config.accumulation_steps) {
-      throw ConfigError("model: checkpoint " + path.string() + " was saved inside an accumulation window of " +
+      throw ConfigError("model: checkpoint " + name + " was saved inside an accumulation window of " +
                         std::to_string(saved_accumulation) + " micro-steps but optimizer.accumulation_steps is " +
                         std::to_string(s.optimizer_config.accumulation_steps) + "; keep it or resume from another checkpoint");
     }

@@ -73,15 +73,22 @@ class Trainer {
   // The value is this rank's alone; average across ranks (GradientReducer::all_reduce_sum) if needed.
   double validation_loss(const BatchView& batch);
 
-  // Writes model weights, optimiser state, step counters, the seed, any gradient accumulated in
-  // an unfinished accumulation window, and the caller's `position` (e.g. epoch and sampler
-  // cursor), atomically (temp file + fsync + rename). Any rank may call it; typically rank 0.
+  // Model weights, optimiser state, step counters, the seed, any gradient accumulated in an
+  // unfinished accumulation window, and the caller's `position` (e.g. epoch and sampler cursor),
+  // serialised: the bytes of a checkpoint file. Throws Error (naming the tensor) instead when a
+  // parameter or buffer holds inf or NaN: a diverged state is never made into a checkpoint.
+  std::string checkpoint_bytes(const nlohmann::json& position) const;
+  // checkpoint_bytes() written to `path` atomically (temp file + fsync + rename). Any rank may
+  // call it; typically rank 0.
   void save_checkpoint(const std::filesystem::path& path, const nlohmann::json& position) const;
 
-  // Restores everything save_checkpoint wrote and returns `position`. Continuing then gives the
+  // Restores everything checkpoint_bytes() wrote and returns `position`. Continuing then gives the
   // same losses, bit for bit on CPU with fixed thread count, as the run that wrote the file.
   // Adopts the checkpoint's seed. Throws ConfigError if the file was written for another model
-  // (kind, size, vocabulary, n_mels) or another accumulation window size mid-window.
+  // (kind, size, vocabulary, n_mels) or another accumulation window size mid-window; `name`
+  // (the file) is what errors call the bytes.
+  nlohmann::json load_checkpoint_bytes(const std::string& bytes, const std::string& name);
+  // load_checkpoint_bytes() of the file at `path`.
   nlohmann::json load_checkpoint(const std::filesystem::path& path);
 
   int64_t parameter_count() const;  // trainable scalars

@@ -19,7 +19,7 @@ echo "== sluice cache inspect"
 build/launcher/sluice cache inspect "$run_dir/cache"
 echo "== sluice train: 3 ranks (1 data, 2 model), tiny Transformer TTS, 300 steps on the CPU"
 mpirun --bind-to none -np 3 build/launcher/sluice train -c configs/train.yaml \
-  --cache "$run_dir/cache" --run-dir "$run_dir/train"
+  --cache "$run_dir/cache" --run-dir "$run_dir/train" --overwrite  # a rerun starts anew
 echo "== the bottleneck report ($run_dir/train/report.md; charts in report.html, timeline in trace.json)"
 cat "$run_dir/train/report.md"
 echo "== done: cache in $run_dir/cache (its prep report: report.md there), checkpoints, timelines and the report in $run_dir/train"

@@ -1,10 +1,27 @@
 #pragma once
-// The run directory's side of checkpoints: RUN_DIR/checkpoints/step-N.pt files (their contents
-// are the model's: model::Trainer::save_checkpoint / load_checkpoint) and latest.json, the
-// position of the newest, written atomically after it. The first model rank writes them.
+// The run directory's side of checkpoints, RUN_DIR/checkpoints/:
+//
+//   step-NNNNNNNNNN.pt    the trainer's state after global step N (model::Trainer::checkpoint_bytes)
+//   step-NNNNNNNNNN.json  its record: the position (global_step, epoch, step, plan), the .pt's
+//                         name ("file"), size ("bytes") and XXH64 of its bytes ("xxh64")
+//   latest.json           a copy of the newest record
+//
+// The first model rank writes them in that order, each under a temporary name, fsync'd and
+// renamed, then fsyncs the directory, and only then deletes checkpoints older than the last
+// three. So a kill at any moment leaves every published file whole; what it can leave is a
+// temporary (*.tmp-PID, removed by the next save) or a .pt without its record (never resumed
+// from). A checkpoint is only made from a finite state (the trainer refuses otherwise).
+//
+// --resume takes the newest checkpoint whose file matches its record (size and checksum). Each
+// newer one it passes over is named in a warning with what is wrong (expected vs actual), as is a
+// latest.json that is not JSON; the next save sets such leftovers aside as *.damaged, so that
+// they are neither resumed from nor counted by the retention. Checkpoints written before records
+// existed (latest.json without "xxh64") are resumed from unverified, with a warning.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,14 +37,29 @@ class Checkpoints {
  public:
   explicit Checkpoints(const std::filesystem::path& run_dir);
 
-  // latest.json, or nullopt when no checkpoint was written.
+  // latest.json, or nullopt when no checkpoint was written. Throws ConfigError naming the file
+  // when it is not JSON (newest_good() falls back to the records instead).
   std::optional<nlohmann::json> latest() const;
-  // Writes step-<global_step>.pt, then latest.json (`position` plus the file name); keeps the
-  // last three checkpoint files.
+  // Writes step-<global_step>.pt, its record, then latest.json (`position` plus the file's name,
+  // size and checksum); sets aside checkpoints of later steps (a resume passed over them) and
+  // keeps the last three. Throws, writing nothing, when the trainer's state is not finite.
   void save(const model::Trainer& trainer, const nlohmann::json& position);
-  // The checkpoint file `latest` names.
-  std::filesystem::path file(const nlohmann::json& latest) const;
+  // The checkpoint file a record (or latest.json) names.
+  std::filesystem::path file(const nlohmann::json& record) const;
   const std::filesystem::path& dir() const { return dir_; }
+
+  // The checkpoint files (step-*.pt) in dir(), oldest step first.
+  std::vector<std::filesystem::path> files() const;
+  // The record of the newest checkpoint whose file matches it (see above); with `warn`, logs
+  // each one passed over and why. Throws ConfigError when there is no checkpoint, or naming every
+  // damaged one when none is good. Reads (and hashes) the files it checks.
+  nlohmann::json newest_good(bool warn) const;
+  // The bytes of the file `record` names, after checking its size and checksum against the
+  // record; throws Error naming the file, the expected and the actual values.
+  std::string read_verified(const nlohmann::json& record) const;
+  // Deletes every file of the checkpoints (records, latest.json, set-aside and temporary files);
+  // returns how many checkpoint files (.pt) it deleted.
+  int remove_all() const;
 
  private:
   std::filesystem::path dir_;
@@ -37,8 +69,16 @@ class Checkpoints {
 // step, and the plan's fingerprint (a resumed run must have the same plan).
 nlohmann::json checkpoint_position(const PlanSchedule& schedule, int64_t global_step);
 
-// --resume: the latest checkpoint's position in `run_dir`, checked against this run's plan.
-// Throws ConfigError when there is no checkpoint or the plan differs from the checkpoint's.
-nlohmann::json resume_position(const std::filesystem::path& run_dir, const PlanSchedule& schedule);
+// --resume: the newest good checkpoint's record in `run_dir` (Checkpoints::newest_good), checked
+// against this run's plan. Throws ConfigError when there is no good checkpoint or the plan
+// differs from the checkpoint's. `warn`: log what was passed over (one rank says it).
+nlohmann::json resume_position(const std::filesystem::path& run_dir, const PlanSchedule& schedule, bool warn = true);
+
+// A run without --resume must not mix its checkpoints with an earlier run's: throws ConfigError
+// (naming the run directory, how many checkpoints it holds and the ways out) when `run_dir` holds
+// checkpoints, unless `overwrite`; then, where `remove` (one rank), deletes the earlier run's
+// checkpoints, per-rank stats, timelines and report first. Every rank calls it, before writing
+// anything into `run_dir`.
+void claim_run_dir(const std::filesystem::path& run_dir, bool overwrite, bool remove);
 
 }  // namespace sluice::runtime

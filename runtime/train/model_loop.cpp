@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,13 @@ namespace {
 using nlohmann::json;
 
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
+
+std::string checkpoint_name(int64_t global_step) {
+  char name[80];
+  std::snprintf(name, sizeof(name), "step-%010lld.pt (global step %lld)", static_cast<long long>(global_step),
+                static_cast<long long>(global_step));
+  return name;
+}
 
 // Batches collated once per bucket and kept in memory: the baseline of the input-pipeline
 // efficiency benchmark (train.replay_from_memory). Same shapes in the same order as the real
@@ -154,7 +162,8 @@ class ModelLoop {
   void check_position(const BatchPointers& batch, int64_t global) const;
   model::StepResult train_step(const model::BatchView& batch, int64_t global);
   void count(const BatchPointers& batch);
-  bool agree_to_stop(int64_t done);
+  bool agree_to_stop(int64_t done, double loss);
+  [[noreturn]] void stop_on_nonfinite_loss(int64_t global, double loss);
   void log_progress(int64_t done, const model::StepResult& result);
   void post_status(int64_t done);
   void validate_and_checkpoint(int64_t done);
@@ -175,6 +184,9 @@ class ModelLoop {
   std::unique_ptr<model::Trainer> trainer_;
   double allreduce_baseline_ = 0;
   Checkpoints checkpoints_;
+  // The newest checkpoint of this run ("step-N.pt (global step N)"), known on every model rank:
+  // the one resumed from, then each one the first model rank writes at steps all ranks know.
+  std::string last_checkpoint_;
   std::unique_ptr<ReplayBatches> replay_;
 
   // Steady state for throughput: after a warm-up of a fifth of the steps (at most 10).
@@ -208,7 +220,10 @@ ModelLoop::ModelLoop(const MpiSession& session, const TrainSettings& settings, c
     allreduce_baseline_ = context.measure_allreduce(static_cast<size_t>(trainer_->parameter_count()));
   }
   if (setup.resume_from) {
-    trainer_->load_checkpoint(checkpoints_.file(*setup.resume_from));
+    // Checked against its record again: it was chosen by its checksum, and is read whole here.
+    trainer_->load_checkpoint_bytes(checkpoints_.read_verified(*setup.resume_from),
+                                    checkpoints_.file(*setup.resume_from).string());
+    last_checkpoint_ = checkpoint_name(setup.first_step);
     if (logs_and_checkpoints_) {
       logger()->info("resumed from {} at global step {}", (*setup.resume_from)["file"].get<std::string>(),
                      setup.first_step);
@@ -244,7 +259,7 @@ json ModelLoop::run() {
     window_loss_ += result.loss;
     ++window_steps_;
     losses_.push_back(result.loss);
-    if (agree_to_stop(global) && global < setup_.end_step) {
+    if (agree_to_stop(global, result.loss) && global < setup_.end_step) {
       stopped_at = global;
       break;
     }
@@ -359,14 +374,43 @@ void ModelLoop::count(const BatchPointers& batch) {
   steady_padded_frames_ += int64_t{batch.header->batch_size} * batch.header->max_frames;
 }
 
-// Preemption: every model rank agrees, at the same step, whether any of them got the signal.
-bool ModelLoop::agree_to_stop(int64_t done) {
-  float stop = stop_requested() ? 1.0f : 0.0f;
+// Every model rank agrees, at the same step, whether any of them got a stop signal (preemption)
+// and whether any of them saw a non-finite loss: one all-reduce of two floats per step. A
+// non-finite loss ends the run on every model rank at once (stop_on_nonfinite_loss), before
+// anything is logged or checkpointed from the diverged state.
+bool ModelLoop::agree_to_stop(int64_t done, double loss) {
+  float flags[2] = {stop_requested() ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f};
   if (reducer_ != nullptr) {
     timing::ScopedSpan span(timing::Stage::sync, done - 1);
-    reducer_->all_reduce_sum(&stop, 1);
+    reducer_->all_reduce_sum(flags, 2);
   }
-  return stop > 0;
+  if (flags[1] > 0) stop_on_nonfinite_loss(done - 1, loss);
+  return flags[0] > 0;
+}
+
+// Names the step and the model ranks whose loss was inf or NaN (a second all-reduce, one float
+// per model rank, which every model rank makes at the same step) and throws. No checkpoint is
+// written from here on, so the newest one, named in the message, is the state to resume from.
+void ModelLoop::stop_on_nonfinite_loss(int64_t global, double loss) {
+  std::vector<float> nonfinite(setup_.model_ranks.size(), 0.0f);
+  nonfinite[static_cast<size_t>(model_index_)] = std::isfinite(loss) ? 0.0f : 1.0f;
+  if (reducer_ != nullptr) reducer_->all_reduce_sum(nonfinite.data(), nonfinite.size());
+  std::string ranks;
+  for (size_t i = 0; i < nonfinite.size(); ++i) {
+    if (nonfinite[i] > 0) ranks += (ranks.empty() ? "" : ", ") + session_.describe(setup_.model_ranks[i]);
+  }
+  const PlanPosition at = setup_.schedule->position(global);
+  const std::string here = std::isfinite(loss) ? "" : std::isnan(loss) ? " (nan here)" : " (inf here)";
+  // Its weights are finite (the trainer checks) but gave this loss: it may be too far gone.
+  const std::string newest = last_checkpoint_.empty()
+                                 ? "none was written yet"
+                                 : "the newest, " + last_checkpoint_ +
+                                       ", holds the last finite state (resume from an older one if it diverges again)";
+  throw Error(ErrorKind::internal,
+              "the training loss is not finite at global step " + std::to_string(global) + " (epoch " +
+                  std::to_string(at.epoch) + " step " + std::to_string(at.step) + ") on model " + ranks + here +
+                  ": training diverged (optim.lr too high? optim.grad_clip off?) or the batch holds non-finite "
+                  "features. Stopped without writing a checkpoint; " + newest + ". Fix the cause, then --resume");
 }
 
 // The mean loss over model ranks and the window: every model rank reaches this at the same step.
@@ -410,10 +454,12 @@ void ModelLoop::validate_and_checkpoint(int64_t done) {
     validations_.push_back({{"global_step", done}, {"loss", loss}});
     if (logs_and_checkpoints_) logger()->info("validation loss {:.4f} at step {}", loss, done);
   }
-  if (logs_and_checkpoints_ && settings_.checkpoint_every > 0 && done % settings_.checkpoint_every == 0 &&
-      done != setup_.end_step) {
-    timing::ScopedSpan span(timing::Stage::checkpoint, done - 1);
-    checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, done));
+  if (settings_.checkpoint_every > 0 && done % settings_.checkpoint_every == 0 && done != setup_.end_step) {
+    if (logs_and_checkpoints_) {
+      timing::ScopedSpan span(timing::Stage::checkpoint, done - 1);
+      checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, done));
+    }
+    last_checkpoint_ = checkpoint_name(done);
   }
 }
 

@@ -131,6 +131,12 @@ RolePlan plan_and_print_roles(const MpiSession& session, const config::Config& c
 RunSetup plan_run(const MpiSession& session, const config::Config& config, const TrainSettings& settings,
                   const cache::CacheReader& reader, const TrainOptions& options) {
   RunSetup setup;
+  if (options.resume && options.overwrite) {
+    throw ConfigError("--resume continues the run in " + settings.run_dir.string() +
+                      " and --overwrite deletes it: give one of them");
+  }
+  // Before anything is written into the run directory: a refused run leaves an earlier one intact.
+  if (!options.resume) claim_run_dir(settings.run_dir, options.overwrite, session.rank() == 0);
   setup.roles = plan_and_print_roles(session, config, settings);
   setup.model_ranks = setup.roles.model_ranks();
   SplitSamples split = split_samples(reader.entries(), settings.validation_fraction, settings.validation_seed);
@@ -149,7 +155,7 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
                           static_cast<int>(setup.model_ranks.size()));
   }
   if (options.resume) {
-    setup.resume_from = resume_position(settings.run_dir, *setup.schedule);
+    setup.resume_from = resume_position(settings.run_dir, *setup.schedule, session.rank() == 0);
     setup.first_step = (*setup.resume_from)["global_step"].get<int64_t>();
   }
   return setup;

@@ -10,8 +10,10 @@
 //     with an in-process channel.
 //  3. Model ranks train each batch they receive, all-reducing gradients among themselves, log,
 //     validate on their share of the validation split, and the first model rank checkpoints.
-//  4. Resume (--resume) continues from RUN_DIR/checkpoints/latest.json: model ranks load the
-//     checkpoint, data ranks start the feed at its position: the next unseen batch.
+//  4. Resume (--resume) continues from the newest good checkpoint in RUN_DIR/checkpoints/ (the
+//     one latest.json names unless it is damaged, checkpoints.h): model ranks load the
+//     checkpoint, data ranks start the feed at its position: the next unseen batch. Without
+//     --resume, a run directory holding checkpoints is refused unless --overwrite.
 //  5. Preemption: on SIGTERM or SIGUSR1 the model ranks agree (a one-float all-reduce per step)
 //     to stop after the current step; the first model rank checkpoints, the model ranks shut their
 //     feed channels, and every rank exits with train_stopped. --resume continues from there.
@@ -30,6 +32,9 @@ constexpr int train_stopped = 4;
 
 struct TrainOptions {
   bool resume = false;
+  // A run directory holding an earlier run's checkpoints is refused without --resume; with
+  // overwrite, that run's checkpoints, per-rank files and report are deleted first.
+  bool overwrite = false;
 };
 
 int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options);
