@@ -127,7 +127,9 @@ struct TrainCommand {
     if (!cache.empty()) settings.set("cache.dir", cache, "--cache");
     if (!run_dir.empty()) settings.set("train.run_dir", run_dir, "--run-dir");
     if (steps >= 0) settings.set("train.steps", std::to_string(steps), "--steps");
-    return sluice::runtime::run_train(session, settings, {resume});
+    sluice::runtime::TrainOptions options;
+    options.resume = resume;
+    return sluice::runtime::run_train(session, settings, options);
   }
 };
 

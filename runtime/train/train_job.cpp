@@ -90,7 +90,7 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
   timeline.world_size = session.size();
   timeline.host = session.host();
   timeline.gpu = me.gpu;
-  timeline.role = to_string(me.role);
+  timeline.role = role_name(me);
   timeline.feeds = me.feeds;
   timeline.fed_by = me.fed_by;
   const json all = config.to_json();
@@ -108,11 +108,12 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
 // The role plan from the ranks' hosts and the node's GPUs; rank 0 prints it and keeps the config
 // in the run directory.
 RolePlan plan_and_print_roles(const MpiSession& session, const config::Config& config,
-                              const TrainSettings& settings) {
+                              const TrainSettings& settings, const JobAgreement& job) {
   std::vector<std::string> hosts;
   for (int r = 0; r < session.size(); ++r) hosts.push_back(session.host_of(r));
-  const RolePlanRequest request =
+  RolePlanRequest request =
       settings.role_plan_request(std::move(hosts), settings.model_on_gpu() ? model::cuda_device_count() : 0);
+  request.python_ranks = job.python_ranks();
   // Under Slurm, its view of tasks, nodes and GPUs must match the hosts the plan is built from.
   check_slurm_topology(session, settings.timeout_s, request.model_needs_gpu ? request.gpus_per_node : -1);
   RolePlan roles = plan_roles(request);
@@ -125,12 +126,22 @@ RolePlan plan_and_print_roles(const MpiSession& session, const config::Config& c
   return roles;
 }
 
+// Python model ranks resume where their script says (it checkpoints its own model); the data
+// ranks start the feed there. The same check on every rank.
+int64_t python_resume_step(const JobAgreement& job, int64_t end_step) {
+  if (job.resume_step >= end_step) {
+    throw ConfigError("sluice.Feed(resume_step=" + std::to_string(job.resume_step) + ") is at or past the run's end (" +
+                      std::to_string(end_step) + " global steps): raise train.steps or train.epochs");
+  }
+  return job.resume_step;
+}
+
 // Step 1 of the run protocol (train_job.h): the role plan, the train/validation split, the
 // batch plan and, with --resume, where to start. The same on every rank, no messages.
 RunSetup plan_run(const MpiSession& session, const config::Config& config, const TrainSettings& settings,
-                  const cache::CacheReader& reader, const TrainOptions& options) {
+                  const cache::CacheReader& reader, const TrainOptions& options, const JobAgreement& job) {
   RunSetup setup;
-  setup.roles = plan_and_print_roles(session, config, settings);
+  setup.roles = plan_and_print_roles(session, config, settings, job);
   setup.model_ranks = setup.roles.model_ranks();
   SplitSamples split = split_samples(reader.entries(), settings.validation_fraction, settings.validation_seed);
   setup.validation = std::move(split.validation);
@@ -150,6 +161,11 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   if (options.resume) {
     setup.resume_from = resume_position(settings.run_dir, *setup.schedule);
     setup.first_step = (*setup.resume_from)["global_step"].get<int64_t>();
+  }
+  if (job.resume_step >= 0) setup.first_step = python_resume_step(job, setup.end_step);
+  if (!job.python_ranks().empty() && settings.replay_from_memory) {
+    throw ConfigError("train.replay_from_memory replays batches inside sluice's C++ model loop; a Python rank "
+                      "replays in its script: set train.replay_from_memory: false");
   }
   return setup;
 }
@@ -179,7 +195,18 @@ struct RankRun {
   RankContext& context;
   timing::RankTimeline& timeline;
   StatusBoard& status;
+  const ModelSide& model_side;  // empty: the C++ model loop (train_model)
 };
+
+// This rank's model side: the C++ model loop, or the one the process put in its place (a Python
+// model rank's, model_side.h).
+json run_model_side(RankRun& run, const ModelFeed& feed, model::GradientReducer* reducer, MPI_Comm model_comm) {
+  if (run.model_side) {
+    return run.model_side(ModelRankParts{run.session, run.settings, run.setup, run.reader, feed, model_comm,
+                                         run.context});
+  }
+  return train_model(run.session, run.settings, run.setup, run.reader, feed, reducer, run.context);
+}
 
 // One process: the data side feeds the trainer from a thread through an in-process channel.
 void run_one_process(RankRun& run, json& rank_stats) {
@@ -200,7 +227,7 @@ void run_one_process(RankRun& run, json& rank_stats) {
   });
   const ModelFeed feed{pair.receiver.get(), run.session.rank(), false};
   try {
-    rank_stats = train_model(run.session, run.settings, run.setup, run.reader, feed, nullptr, run.context);
+    rank_stats = run_model_side(run, feed, nullptr, MPI_COMM_NULL);
   } catch (...) {
     pair.receiver->close();  // unblocks the data thread
     data_thread.join();
@@ -281,8 +308,7 @@ void run_model_rank(RankRun& run, const MpiCommunicator& model_comm, json& rank_
   };
   const ModelFeed feed{receiver.get(), run.me.fed_by, transport::moves_device_memory(backend)};
   try {
-    rank_stats = train_model(run.session, run.settings, run.setup, run.reader, feed, peers ? &reducer : nullptr,
-                             run.context);
+    rank_stats = run_model_side(run, feed, peers ? &reducer : nullptr, model_comm.get());
   } catch (...) {
     add_channel_stats();
     throw;
@@ -337,10 +363,14 @@ void write_rank_stats(const MpiSession& session, const fs::path& run_dir, json& 
 
 }  // namespace
 
-int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options) {
+int run_train(const MpiSession& session, const config::Config& given, const TrainOptions& options) {
+  RankAnnouncement announce = options.announce;
+  announce.resume = options.resume;
+  config::Config config = given;  // rank 0's when Python ranks take part
+  const JobAgreement job = agree_on_job(session, announce, config);
   const TrainSettings settings = TrainSettings::read(config);
   auto reader = cache::CacheReader::open(settings.cache_dir);
-  const RunSetup setup = plan_run(session, config, settings, reader, options);
+  const RunSetup setup = plan_run(session, config, settings, reader, options, job);
   const RankPlacement& me = setup.roles.at(session.rank());
   set_up_compute(session, settings, me);
 
@@ -371,7 +401,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
     feed.batch_memory = data_side->batch_memory();
     feed.work = data_side->work();
   }
-  RankRun run{session, settings, setup, reader, me, channel, feed, context, rank_timing.timeline(), status};
+  RankRun run{session, settings, setup, reader, me, channel, feed, context, rank_timing.timeline(), status,
+              options.model_side};
   json rank_stats;
   try {
     run_role(run, rank_stats);
