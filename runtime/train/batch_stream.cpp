@@ -59,10 +59,21 @@ std::optional<StreamBatch> BatchStream::next() {
   batch.epoch = batch.host.header->epoch;
   batch.step = batch.host.header->step;
   count(batch.host);
+  // An injected forward delay (debug.delay_stage) is this rank's compute: its own forward span,
+  // whether or not the script marks spans.
+  const int64_t delay_start_ns = timing::now_ns();
+  parts_.context.delay.apply(timing::Stage::forward, parts_.session.rank(), next_step_);
+  step_start_ns_ = timing::now_ns();
+  if (step_start_ns_ - delay_start_ns > 1000000) {
+    timing::Span delay;
+    delay.stage = timing::Stage::forward;
+    delay.start_ns = delay_start_ns;
+    delay.end_ns = step_start_ns_;
+    delay.step = next_step_;
+    timing::SpanRecorder::global().record(delay);
+  }
   step_open_ = true;
   step_marked_ = false;
-  step_start_ns_ = timing::now_ns();
-  parts_.context.delay.apply(timing::Stage::forward, parts_.session.rank(), next_step_);
   ++next_step_;
   return batch;
 }
