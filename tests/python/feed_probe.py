@@ -44,6 +44,6 @@ except sluice.Error as error:
     record["error"] = {"class": type(error).__name__, "message": str(error)}
     print(f"ERROR {type(error).__name__}: {error}", flush=True)
 finally:
-    path = args.out.format(rank=record.get("rank", os.environ.get("OMPI_COMM_WORLD_RANK", "x")))
+    path = args.out.format(rank=record.get("rank", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     with open(path, "w") as out:
         json.dump(record, out)
