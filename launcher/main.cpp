@@ -164,7 +164,10 @@ struct TrainCommand {
     if (!cache.empty()) settings.set("cache.dir", cache, "--cache");
     if (!run_dir.empty()) settings.set("train.run_dir", run_dir, "--run-dir");
     if (steps >= 0) settings.set("train.steps", std::to_string(steps), "--steps");
-    return sluice::runtime::run_train(session, settings, {resume, overwrite});
+    sluice::runtime::TrainOptions options;
+    options.resume = resume;
+    options.overwrite = overwrite;
+    return sluice::runtime::run_train(session, settings, options);
   }
 };
 

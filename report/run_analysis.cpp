@@ -10,8 +10,15 @@ namespace {
 
 using timing::Span;
 
-bool is_model_role(const std::string& role) { return role == "model" || role == "data_and_model"; }
-bool is_data_role(const std::string& role) { return role == "data" || role == "data_and_model"; }
+// A Python model rank's role reads "model (python)" (runtime/train/role_plan.h, role_name): the
+// same role, named so that the report shows which ranks are Python.
+std::string base_role(const std::string& role) {
+  const std::string python = " (python)";
+  const bool marked = role.size() > python.size() && role.compare(role.size() - python.size(), python.size(), python) == 0;
+  return marked ? role.substr(0, role.size() - python.size()) : role;
+}
+bool is_model_role(const std::string& role) { return base_role(role) == "model" || base_role(role) == "data_and_model"; }
+bool is_data_role(const std::string& role) { return base_role(role) == "data" || base_role(role) == "data_and_model"; }
 
 bool is_step_stage(Stage stage) {
   return std::find(model_step_stages.begin(), model_step_stages.end(), stage) != model_step_stages.end();

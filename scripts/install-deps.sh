@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libbenchmark-dev chromium
   libtorch-dev libopenblas0-openmp
   python3-h5py python3-torchaudio python3-numpy python3-torch
+  python3-dev pybind11-dev              # python/: sluice-python, the Python model ranks (optional)
   slurmctld slurmd slurm-client munge   # tests/slurm: a real Slurm (srun --mpi=pmix: slurm-wlm-basic-plugins)
   iproute2 util-linux procps            # tests/netns: ip netns, unshare; pgrep
 )

@@ -8,7 +8,8 @@
 //   format        "sluice-timeline/1"
 //   job           "train" | "prep"
 //   rank, world_size, host, gpu (-1 = CPU)
-//   role          "data" | "model" | "data_and_model" | "prep"
+//   role          "data" | "model" | "data_and_model" | "prep"; "model (python)" for a Python
+//                 model rank (docs/python.md)
 //   feeds         model ranks this data rank feeds;  fed_by: the data rank feeding a model rank (-1)
 //   status        "finished" | "stopped" (preempted, checkpointed) | "failed"
 //   error         the error that ended the rank ("" when none)

@@ -27,6 +27,10 @@ const char* to_string(Role role) {
   return "?";
 }
 
+std::string role_name(const RankPlacement& placement) {
+  return std::string(to_string(placement.role)) + (placement.python ? " (python)" : "");
+}
+
 std::vector<int> RolePlan::model_ranks() const {
   std::vector<int> result;
   for (const auto& placement : ranks) {
@@ -54,7 +58,7 @@ std::string RolePlan::table() const {
                        : p.role == Role::model ? "fed by " + std::to_string(p.fed_by)
                                                : "itself (in-process)";
     std::snprintf(line, sizeof(line), "  %-5d %-16s %-5s %-11s %s\n", p.rank, p.host.substr(0, 16).c_str(),
-                  p.gpu < 0 ? "cpu" : std::to_string(p.gpu).c_str(), to_string(p.role), link.c_str());
+                  p.gpu < 0 ? "cpu" : std::to_string(p.gpu).c_str(), role_name(p).c_str(), link.c_str());
     out << line;
   }
   return out.str();
@@ -94,6 +98,28 @@ void plan_one_process(const RolePlanRequest& request, RolePlan& plan) {
   }
 }
 
+// Python ranks train (a script cannot read the cache for others), and the model ranks of one
+// job are all Python or all sluice: a Python rank cannot join the C++ model loop's all-reduce.
+void mark_python_ranks(const RolePlanRequest& request, RolePlan& plan) {
+  for (int rank : request.python_ranks) {
+    auto& p = plan.ranks.at(static_cast<size_t>(rank));
+    if (p.role == Role::data) {
+      throw ConfigError("roles.layout makes rank " + std::to_string(rank) +
+                        " a data rank, but it is a Python rank (sluice.Feed()), which can only train: make it a "
+                        "model rank and the sluice ranks data ranks");
+    }
+    p.python = true;
+  }
+  if (request.python_ranks.empty()) return;
+  for (const auto& p : plan.ranks) {
+    if (p.role != Role::data && !p.python) {
+      throw ConfigError("rank " + std::to_string(p.rank) + " is a sluice model rank in a job with Python model ranks: "
+                        "the model ranks of one job are all Python or all sluice; make the sluice ranks data ranks "
+                        "(roles.layout) or launch more Python ranks");
+    }
+  }
+}
+
 // Roles from roles.layout when given, else the first data_per_node local ranks of each node;
 // at least one of each.
 void assign_roles(const RolePlanRequest& request, const std::vector<int>& ranks_on_node, RolePlan& plan) {
@@ -112,6 +138,9 @@ void assign_roles(const RolePlanRequest& request, const std::vector<int>& ranks_
       }
       plan.ranks[static_cast<size_t>(rank)].role = role == "data" ? Role::data : Role::model;
     }
+  } else if (!request.python_ranks.empty()) {
+    for (auto& p : plan.ranks) p.role = Role::data;
+    for (int rank : request.python_ranks) plan.ranks.at(static_cast<size_t>(rank)).role = Role::model;
   } else {
     for (auto& p : plan.ranks) {
       const int on_node = ranks_on_node[static_cast<size_t>(p.node)];
@@ -119,6 +148,7 @@ void assign_roles(const RolePlanRequest& request, const std::vector<int>& ranks_
       p.role = p.local_rank < data_here ? Role::data : Role::model;
     }
   }
+  mark_python_ranks(request, plan);
   if (plan.data_ranks().empty()) {
     throw ConfigError("no data rank in a " + std::to_string(size) +
                       "-rank job: set roles.data_per_node to 1 or more (or list roles.layout)");
@@ -243,6 +273,7 @@ RolePlan plan_roles(const RolePlanRequest& request) {
   const std::vector<int> ranks_on_node = place_ranks(request, plan);
   if (plan.ranks.size() == 1) {
     plan_one_process(request, plan);
+    plan.ranks[0].python = !request.python_ranks.empty();
     return plan;
   }
   assign_roles(request, ranks_on_node, plan);

@@ -9,6 +9,9 @@
 //    prepares on GPU 0 and rank 1 trains on GPU 1), the rest model ranks. data_per_node = -1
 //    (auto) means 1 on a node with two or more ranks, 0 on a node with one.
 //  - An explicit role list (`roles.layout: data,model,model`) overrides that.
+//  - Python model ranks (a training script's sluice.Feed(), docs/python.md): with any in the job,
+//    they are the model ranks and every sluice rank is a data rank (roles.layout may say so, and
+//    must not make a Python rank a data rank).
 //  - Each model rank is fed by exactly one data rank: one on its own node, round-robin, where the
 //    node has any; otherwise the data rank feeding the fewest model ranks.
 //  - A rank's GPU is its local rank modulo the node's visible GPUs (none on a CPU run).
@@ -34,7 +37,11 @@ struct RankPlacement {
   Role role = Role::model;
   std::vector<int> feeds;  // model ranks this data rank feeds
   int fed_by = -1;         // the data rank feeding this model rank
+  bool python = false;     // a Python model rank (sluice.Feed() in a training script)
 };
+
+// "model", or "model (python)" for a Python rank: the role plan's and the timeline's name.
+std::string role_name(const RankPlacement& placement);
 
 struct RolePlanRequest {
   RolePlanRequest() = default;
@@ -51,6 +58,7 @@ struct RolePlanRequest {
   // GPU must not be promised more than all of it.
   double model_gpu_memory_fraction = 0;
   double data_gpu_memory_fraction = 0;
+  std::vector<int> python_ranks;     // ranks that are Python model ranks (job_agreement.h)
 };
 
 struct RolePlan {

@@ -91,7 +91,7 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
   timeline.world_size = session.size();
   timeline.host = session.host();
   timeline.gpu = me.gpu;
-  timeline.role = to_string(me.role);
+  timeline.role = role_name(me);
   timeline.feeds = me.feeds;
   timeline.fed_by = me.fed_by;
   const json all = config.to_json();
@@ -109,11 +109,12 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
 // The role plan from the ranks' hosts and the node's GPUs; rank 0 prints it and keeps the config
 // in the run directory.
 RolePlan plan_and_print_roles(const MpiSession& session, const config::Config& config,
-                              const TrainSettings& settings) {
+                              const TrainSettings& settings, const JobAgreement& job) {
   std::vector<std::string> hosts;
   for (int r = 0; r < session.size(); ++r) hosts.push_back(session.host_of(r));
-  const RolePlanRequest request =
+  RolePlanRequest request =
       settings.role_plan_request(std::move(hosts), settings.model_on_gpu() ? model::cuda_device_count() : 0);
+  request.python_ranks = job.python_ranks();
   // Under Slurm, its view of tasks, nodes and GPUs must match the hosts the plan is built from.
   check_slurm_topology(session, settings.timeout_s, request.model_needs_gpu ? request.gpus_per_node : -1);
   RolePlan roles = plan_roles(request);
@@ -126,10 +127,20 @@ RolePlan plan_and_print_roles(const MpiSession& session, const config::Config& c
   return roles;
 }
 
+// Python model ranks resume where their script says (it checkpoints its own model); the data
+// ranks start the feed there. The same check on every rank.
+int64_t python_resume_step(const JobAgreement& job, int64_t end_step) {
+  if (job.resume_step >= end_step) {
+    throw ConfigError("sluice.Feed(resume_step=" + std::to_string(job.resume_step) + ") is at or past the run's end (" +
+                      std::to_string(end_step) + " global steps): raise train.steps or train.epochs");
+  }
+  return job.resume_step;
+}
+
 // Step 1 of the run protocol (train_job.h): the role plan, the train/validation split, the
 // batch plan and, with --resume, where to start. The same on every rank, no messages.
 RunSetup plan_run(const MpiSession& session, const config::Config& config, const TrainSettings& settings,
-                  const cache::CacheReader& reader, const TrainOptions& options) {
+                  const cache::CacheReader& reader, const TrainOptions& options, const JobAgreement& job) {
   RunSetup setup;
   if (options.resume && options.overwrite) {
     throw ConfigError("--resume continues the run in " + settings.run_dir.string() +
@@ -137,7 +148,7 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   }
   // Before anything is written into the run directory: a refused run leaves an earlier one intact.
   if (!options.resume) claim_run_dir(settings.run_dir, options.overwrite, session.rank() == 0);
-  setup.roles = plan_and_print_roles(session, config, settings);
+  setup.roles = plan_and_print_roles(session, config, settings, job);
   setup.model_ranks = setup.roles.model_ranks();
   SplitSamples split = split_samples(reader.entries(), settings.validation_fraction, settings.validation_seed);
   setup.validation = std::move(split.validation);
@@ -157,6 +168,11 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   if (options.resume) {
     setup.resume_from = resume_position(settings.run_dir, *setup.schedule, session.rank() == 0);
     setup.first_step = (*setup.resume_from)["global_step"].get<int64_t>();
+  }
+  if (job.resume_step >= 0) setup.first_step = python_resume_step(job, setup.end_step);
+  if (!job.python_ranks().empty() && settings.replay_from_memory) {
+    throw ConfigError("train.replay_from_memory replays batches inside sluice's C++ model loop; a Python rank "
+                      "replays in its script: set train.replay_from_memory: false");
   }
   return setup;
 }
@@ -186,7 +202,18 @@ struct RankRun {
   RankContext& context;
   timing::RankTimeline& timeline;
   StatusBoard& status;
+  const ModelSide& model_side;  // empty: the C++ model loop (train_model)
 };
+
+// This rank's model side: the C++ model loop, or the one the process put in its place (a Python
+// model rank's, model_side.h).
+json run_model_side(RankRun& run, const ModelFeed& feed, model::GradientReducer* reducer, MPI_Comm model_comm) {
+  if (run.model_side) {
+    return run.model_side(ModelRankParts{run.session, run.settings, run.setup, run.reader, feed, model_comm,
+                                         run.context});
+  }
+  return train_model(run.session, run.settings, run.setup, run.reader, feed, reducer, run.context);
+}
 
 // One process: the data side feeds the trainer from a thread through an in-process channel.
 void run_one_process(RankRun& run, json& rank_stats) {
@@ -207,7 +234,7 @@ void run_one_process(RankRun& run, json& rank_stats) {
   });
   const ModelFeed feed{pair.receiver.get(), run.session.rank(), false};
   try {
-    rank_stats = train_model(run.session, run.settings, run.setup, run.reader, feed, nullptr, run.context);
+    rank_stats = run_model_side(run, feed, nullptr, MPI_COMM_NULL);
   } catch (const TransportError&) {
     pair.receiver->close();  // unblocks the data thread
     data_thread.join();
@@ -295,8 +322,7 @@ void run_model_rank(RankRun& run, const MpiCommunicator& model_comm, json& rank_
   };
   const ModelFeed feed{receiver.get(), run.me.fed_by, transport::moves_device_memory(backend)};
   try {
-    rank_stats = train_model(run.session, run.settings, run.setup, run.reader, feed, peers ? &reducer : nullptr,
-                             run.context);
+    rank_stats = run_model_side(run, feed, peers ? &reducer : nullptr, model_comm.get());
   } catch (...) {
     add_channel_stats();
     throw;
@@ -360,13 +386,17 @@ void write_rank_stats(const MpiSession& session, const fs::path& run_dir, json& 
 }  // namespace
 
 int run_train(const MpiSession& session, const config::Config& given, const TrainOptions& options) {
-  auto reader = cache::CacheReader::open(given.string("cache.dir"));
+  RankAnnouncement announce = options.announce;
+  announce.resume = options.resume;
+  config::Config agreed = given;  // rank 0's when Python ranks take part
+  const JobAgreement job = agree_on_job(session, announce, agreed);
+  auto reader = cache::CacheReader::open(agreed.string("cache.dir"));
   // features.*, text.* and the other settings prep recorded are the cache's (cache_agreement.h):
   // from here on `config` is what the run trains on, and what RUN_DIR/sluice-train.yaml says.
-  const config::Config config = agree_with_cache(given, reader.manifest(), reader.dir());
+  const config::Config config = agree_with_cache(agreed, reader.manifest(), reader.dir());
   const TrainSettings settings = TrainSettings::read(config);
   check_run_dir_cache(session, settings, reader, options);
-  const RunSetup setup = plan_run(session, config, settings, reader, options);
+  const RunSetup setup = plan_run(session, config, settings, reader, options, job);
   const RankPlacement& me = setup.roles.at(session.rank());
   set_up_compute(session, settings, me);
 
@@ -397,7 +427,8 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
     feed.batch_memory = data_side->batch_memory();
     feed.work = data_side->work();
   }
-  RankRun run{session, settings, setup, reader, me, channel, feed, context, rank_timing.timeline(), status};
+  RankRun run{session, settings, setup, reader, me, channel, feed, context, rank_timing.timeline(), status,
+              options.model_side};
   json rank_stats;
   try {
     run_role(run, rank_stats);

@@ -18,12 +18,16 @@
 //     to stop after the current step; the first model rank checkpoints, the model ranks shut their
 //     feed channels, and every rank exits with train_stopped. --resume continues from there.
 // Every wait across ranks has the runtime.timeout_s deadline; a silent peer is named.
+// Before step 1 every rank makes the start-up agreement of job_agreement.h (sluice and Python
+// ranks; with Python model ranks, rank 0's config is everyone's).
 //
 // The pieces (docs/architecture.md, "Training", has the table): train_job.cpp sets up and
 // dispatches by role; batch_feeder + data_side are the data side, model_loop the model side,
 // checkpoints the run directory's checkpoints, train_settings the typed settings.
 #include "common/config.h"
 #include "common/mpi_session.h"
+#include "runtime/train/job_agreement.h"
+#include "runtime/train/model_side.h"
 
 namespace sluice::runtime {
 
@@ -35,6 +39,11 @@ struct TrainOptions {
   // A run directory holding an earlier run's checkpoints is refused without --resume; with
   // overwrite, that run's checkpoints, per-rank files and report are deleted first.
   bool overwrite = false;
+  // This process's kind and what it asks for: a sluice rank by default; a Python model rank's
+  // process (embedded_model_rank.h) says python, its resume step and whether it has a config.
+  RankAnnouncement announce;
+  // Set on a Python model rank: runs this rank's model side in place of the C++ model loop.
+  ModelSide model_side;
 };
 
 int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options);

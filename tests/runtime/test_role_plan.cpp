@@ -141,3 +141,44 @@ TEST(RolePlan, InvalidPlansSayWhatToChange) {
 
 }  // namespace
 }  // namespace sluice::runtime
+
+namespace sluice::runtime {
+namespace {
+
+// Python model ranks (docs/python.md): with any in the job they train and the sluice ranks feed.
+TEST(RolePlanPython, PythonRanksAreModelRanksFedByTheSluiceRank) {
+  RolePlanRequest request({"n1", "n1", "n1"});
+  request.python_ranks = {1, 2};
+  const RolePlan plan = plan_roles(request);
+  EXPECT_EQ(plan.at(0).role, Role::data);
+  EXPECT_EQ(plan.at(0).feeds, (std::vector<int>{1, 2}));
+  for (int rank : {1, 2}) {
+    EXPECT_EQ(plan.at(rank).role, Role::model);
+    EXPECT_TRUE(plan.at(rank).python);
+    EXPECT_EQ(role_name(plan.at(rank)), "model (python)");
+  }
+  EXPECT_FALSE(plan.at(0).python);
+  EXPECT_NE(plan.table().find("model (python) fed by 0"), std::string::npos) << plan.table();
+}
+
+TEST(RolePlanPython, LayoutThatMakesAPythonRankADataRankIsAConfigError) {
+  RolePlanRequest request({"n1", "n1", "n1"});
+  request.layout = {"model", "data", "model"};
+  request.python_ranks = {1, 2};
+  EXPECT_THROW(plan_roles(request), ConfigError);
+}
+
+TEST(RolePlanPython, SluiceAndPythonModelRanksDoNotMix) {
+  RolePlanRequest request({"n1", "n1", "n1"});
+  request.layout = {"data", "model", "model"};
+  request.python_ranks = {2};
+  try {
+    plan_roles(request);
+    FAIL() << "a sluice model rank beside a Python one was accepted";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("rank 1 is a sluice model rank"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice::runtime

@@ -1,0 +1,138 @@
+"""η of a Python model rank (docs/performance.md): samples/s of a training step fed by sluice ÷
+samples/s of the same step on the same batches replayed from memory, in the same script; beside
+it the same step fed by a torch.utils.data.DataLoader reading the same cache with h5py, at its
+best num_workers. A benchmark, not a test: it prints numbers and asserts nothing.
+
+    mpirun -np 1 sluice train --cache CACHE --run-dir RUN --steps N --set train.batch_size=16 ... \
+        : -np 1 sluice-python bench/python/eta.py --cache CACHE
+"""
+import argparse
+import importlib.util
+import json
+import os
+import time
+
+import h5py
+import numpy as np
+import torch
+
+import sluice
+
+spec = importlib.util.spec_from_file_location(
+    "python_tts", os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python_tts", "train.py"))
+example = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(example)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--cache", required=True)
+parser.add_argument("--warmup", type=int, default=5)
+parser.add_argument("--workers", default="0,1,2")
+args = parser.parse_args()
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+feed = sluice.Feed()
+model = example.TinyTTS(feed.vocab_size, feed.n_mels)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+def step(tokens, token_lens, mels, mel_lens):
+    loss = example.masked_l1(model(tokens, token_lens, mel_lens, mels.size(1)), mels, mel_lens)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+# 1. Fed by sluice, interleaved with 2a: after each fed step, the same step on the same batch
+#    from memory, so that both see the same load on a shared machine. The copy is not timed.
+kept, timed, samples, interleaved = [], 0.0, 0, 0.0
+start = time.perf_counter()
+for i, batch in enumerate(feed):
+    step(batch.tokens, batch.token_lens, batch.mels, batch.mel_lens)
+    now = time.perf_counter()
+    if i >= args.warmup:
+        timed += now - start
+        samples += batch.size
+    kept.append((batch.tokens.clone(), batch.token_lens.clone(), batch.mels.clone(), batch.mel_lens.clone(),
+                 batch.indices.tolist()))
+    replay_start = time.perf_counter()
+    step(*kept[-1][:4])
+    if i >= args.warmup:
+        interleaved += time.perf_counter() - replay_start
+    start = time.perf_counter()
+feed.close()
+fed = samples / timed
+replayed_interleaved = samples / interleaved
+
+
+def timed_pass(batches):
+    total, count = 0.0, 0
+    start = time.perf_counter()
+    for i, (tokens, token_lens, mels, mel_lens) in enumerate(batches):
+        step(tokens, token_lens, mels, mel_lens)
+        now = time.perf_counter()
+        if i >= args.warmup:
+            total += now - start
+            count += tokens.size(0)
+        start = time.perf_counter()
+    return count / total
+
+
+# 2b. The same batches from memory, in a pass of their own after the feed ended.
+replayed = timed_pass((t, tl, m, ml) for t, tl, m, ml, _ in kept)
+
+
+# 3. A DataLoader reading the same samples with h5py, batched as sluice batched them, padded to
+#    the same shapes and normalised with the cache's statistics.
+class CacheDataset(torch.utils.data.Dataset):
+    def __init__(self, cache, shapes):
+        with h5py.File(os.path.join(cache, "index.h5"), "r") as index:
+            self.shard, self.row = index["shard"][:], index["row"][:]
+        self.cache, self.shapes, self.files = cache, shapes, {}
+        sums = [0, 0, 0]
+        for name in sorted(os.listdir(cache)):
+            if name.startswith("shard-") and name.endswith(".h5"):
+                with h5py.File(os.path.join(cache, name), "r") as f:
+                    sums[0] = sums[0] + f["mel_sum"][:]
+                    sums[1] = sums[1] + f["mel_sum_sq"][:]
+                    sums[2] += f["mel"].shape[0]
+        self.mean = sums[0] / sums[2]
+        self.std = np.sqrt(np.maximum(sums[1] / sums[2] - self.mean ** 2, 1e-10))
+
+    def file(self, shard):
+        if shard not in self.files:  # one handle per worker process
+            self.files[shard] = h5py.File(os.path.join(self.cache, f"shard-{shard:05d}.h5"), "r")
+        return self.files[shard]
+
+    def __len__(self):
+        return len(self.shapes)
+
+    def __getitem__(self, b):
+        indices, max_tokens, max_frames = self.shapes[b]
+        tokens = np.zeros((len(indices), max_tokens), np.int32)
+        mels = np.zeros((len(indices), max_frames, len(self.mean)), np.float32)
+        token_lens, mel_lens = np.zeros(len(indices), np.int32), np.zeros(len(indices), np.int32)
+        for i, index in enumerate(indices):
+            f, row = self.file(int(self.shard[index])), int(self.row[index])
+            t0, t1 = f["token_offsets"][row:row + 2]
+            m0, m1 = f["mel_offsets"][row:row + 2]
+            tokens[i, :t1 - t0] = f["tokens"][t0:t1]
+            mels[i, :m1 - m0] = (f["mel"][m0:m1] - self.mean) / self.std
+            token_lens[i], mel_lens[i] = t1 - t0, m1 - m0
+        return torch.from_numpy(tokens), torch.from_numpy(token_lens), torch.from_numpy(mels), torch.from_numpy(mel_lens)
+
+
+shapes = [(ix, t.size(1), m.size(1)) for t, _, m, _, ix in kept]
+dataset = CacheDataset(args.cache, shapes)
+loaders = {}
+for workers in [int(w) for w in args.workers.split(",")]:
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False, num_workers=workers,
+                                         prefetch_factor=4 if workers else 2, persistent_workers=False)
+    loaders[workers] = timed_pass(loader)
+best = max(loaders, key=loaders.get)
+print(json.dumps({"steps": len(kept), "batch_size": kept[0][0].size(0), "fed_samples_per_s": fed,
+                  "replayed_samples_per_s": replayed, "eta": fed / replayed,
+                  "replayed_interleaved_samples_per_s": replayed_interleaved,
+                  "eta_interleaved": fed / replayed_interleaved,
+                  "dataloader_samples_per_s": loaders, "dataloader_best_workers": best,
+                  "dataloader_eta": loaders[best] / replayed}, indent=1), flush=True)

@@ -1,0 +1,159 @@
+"""sluice for PyTorch training scripts: a Python process as a model rank of a `sluice train` job.
+
+    import sluice
+    feed = sluice.Feed()                  # joins the job: role plan, cache, batch plan, data rank
+    feed.init_process_group("gloo")       # torch.distributed among the model ranks (DDP)
+    for batch in feed:                    # batch.tokens, .token_lens, .mels, .mel_lens
+        with feed.span("forward"): loss = model(batch.tokens.long(), ...)
+        ...
+    feed.close()                          # the timeline joins the others; rank 0 writes the report
+
+Launch: mpirun -np 1 sluice train -c cfg.yaml : -np 2 sluice-python train.py (sluice-python is
+python3 with sluice built in; with -DSLUICE_PYTHON_EXTENSION=ON, plain python3). See docs/python.md.
+
+Tensors are views of the receive slot (DLPack, no copy), valid until the next batch is asked for
+(the next iteration) or feed.close(); .clone() what you keep longer.
+"""
+import atexit
+import contextlib
+import os
+
+try:  # the extension module beside this file (cmake -DSLUICE_PYTHON_EXTENSION=ON)
+    from ._sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
+                          FeedHandle as _FeedHandle, _shutdown)
+except ImportError:
+    try:  # built into the interpreter: sluice-python
+        from _sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
+                             FeedHandle as _FeedHandle, _shutdown)
+    except ImportError:
+        raise ImportError("sluice's model-rank module is missing: run the script with sluice-python (built with "
+                          "sluice: BUILD/python/sluice-python), or build sluice with -DSLUICE_PYTHON_EXTENSION=ON "
+                          "to import it from plain python3") from None
+
+__all__ = ["Feed", "Batch", "Error", "ConfigError", "DataError", "CacheError", "TransportError"]
+
+atexit.register(_shutdown)
+
+
+def _torch():
+    import torch  # imported when a batch is first turned into tensors: the module works without torch
+    return torch
+
+
+class Batch:
+    """One planned batch of this rank. Tensor attributes view the receive slot (zero copy):
+
+    tokens int32 [B, T] (0 = padding), token_lens int32 [B], mels float32 [B, F, n_mels]
+    (normalised as the config says; 0 = padding), mel_lens int32 [B], indices int64 [B] (cache
+    sample indices). global_step, epoch, step (within the epoch), size (B).
+    Valid until the feed hands out the next batch or is closed.
+    """
+
+    __slots__ = ("_handle", "_tensors", "global_step", "epoch", "step", "size")
+
+    def __init__(self, handle):
+        self._handle = handle
+        self._tensors = {}
+        self.global_step, self.epoch, self.step, self.size = handle.global_step, handle.epoch, handle.step, handle.size
+
+    def dlpack(self, name):
+        """The section `name` as a DLPack producer (__dlpack__), for any framework that speaks DLPack."""
+        return getattr(self._handle, name)
+
+    def _tensor(self, name):
+        tensor = self._tensors.get(name)
+        if tensor is None:
+            tensor = self._tensors[name] = _torch().from_dlpack(getattr(self._handle, name))
+        return tensor
+
+    tokens = property(lambda self: self._tensor("tokens"))
+    token_lens = property(lambda self: self._tensor("token_lens"))
+    mels = property(lambda self: self._tensor("mels"))
+    mel_lens = property(lambda self: self._tensor("mel_lens"))
+    indices = property(lambda self: self._tensor("indices"))
+
+
+class Feed:
+    """This process's place in a `sluice train` job as a model rank.
+
+    config, overrides: the script's own config file and KEY=VALUE overrides. Leave them out to
+        take rank 0's (`sluice train -c ...`); when given, they must match it (else ConfigError
+        on every rank). Required when the script runs alone (one process feeds itself).
+    resume_step: the global step to continue from (the script's own checkpoint); the data ranks
+        start the feed there, with the next unseen batch.
+    Raises sluice.ConfigError / CacheError / TransportError with the message sluice prints.
+    """
+
+    def __init__(self, config=None, overrides=(), resume_step=None):
+        self._handle = _FeedHandle(os.fspath(config) if config else "", list(overrides),
+                                   -1 if resume_step is None else int(resume_step))
+        info = self._handle.info
+        self.rank = info["rank"]              # among the model ranks: torch.distributed's rank
+        self.world_size = info["world_size"]  # the model ranks: torch.distributed's world size
+        self.mpi_rank, self.mpi_size, self.host = info["mpi_rank"], info["mpi_size"], info["host"]
+        self.gpu = info["gpu"]
+        self.first_step, self.end_step = info["first_step"], info["end_step"]
+        self.steps_per_epoch = info["steps_per_epoch"]
+        self.vocab_size, self.n_mels = info["vocab_size"], info["n_mels"]  # the cache's
+        self.data_rank, self.transport, self.run_dir = info["data_rank"], info["transport"], info["run_dir"]
+        self.rendezvous = info["rendezvous"]  # "HOST:PORT", agreed by the model ranks
+        self._batch = None
+
+    @property
+    def device(self):
+        """torch.device for the model: cuda:GPU when the config's model.device is cuda, else cpu."""
+        torch = _torch()
+        return torch.device(f"cuda:{self.gpu}") if self.gpu >= 0 else torch.device("cpu")
+
+    def __len__(self):
+        return self.end_step - self.first_step
+
+    def init_process_group(self, backend=None, **kwargs):
+        """torch.distributed.init_process_group among the model ranks, at the agreed rendezvous.
+        backend: gloo on the CPU, nccl on GPUs (the default picks by device)."""
+        import torch.distributed as dist
+        if backend is None:
+            backend = "nccl" if self.gpu >= 0 else "gloo"
+        dist.init_process_group(backend, init_method=f"tcp://{self.rendezvous}", rank=self.rank,
+                                world_size=self.world_size, **kwargs)
+        return dist
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._batch is not None and self.gpu >= 0:
+            # The slot goes back to the data rank: no queued kernel may still read it.
+            _torch().cuda.synchronize(self.gpu)
+        self._batch = None
+        handle = self._handle.next()
+        if handle is None:
+            raise StopIteration
+        self._batch = Batch(handle)
+        return self._batch
+
+    @contextlib.contextmanager
+    def span(self, stage):
+        """Marks a part of the step in this rank's timeline: forward, backward, optimizer,
+        allreduce_exposed, sync, validation or checkpoint. Without spans a step counts as forward."""
+        start = now_ns()
+        try:
+            yield
+        finally:
+            self._handle.mark(stage, start, now_ns())
+
+    def close(self):
+        """Ends this rank's part: gives the last slot back, waits for the other ranks, writes this
+        rank's timeline (rank 0 writes the report). Returns sluice train's exit code (0)."""
+        if self._batch is not None and self.gpu >= 0:
+            _torch().cuda.synchronize(self.gpu)
+        self._batch = None
+        return self._handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            self.close()
+        return False

@@ -1,0 +1,205 @@
+#include "runtime/train/batch_stream.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "runtime/transport/device_memory.h"
+#include "timing/span_recorder.h"
+
+namespace sluice::runtime {
+
+using nlohmann::json;
+
+BatchStream::BatchStream(const ModelRankParts& parts)
+    : parts_(parts), model_index_(parts.setup.model_index_of(parts.session.rank())), next_step_(parts.setup.first_step) {
+  if (parts.feed.channel == nullptr) {
+    throw ConfigError("a Python model rank needs a feed: train.replay_from_memory is for sluice's C++ model loop");
+  }
+  started_ = Clock::now();
+}
+
+std::optional<StreamBatch> BatchStream::next() {
+  if (closed_) throw TransportError("next batch asked of a closed feed (after close() or a failure)");
+  end_step_span();
+  if (current_) {
+    parts_.feed.channel->release(*current_);
+    current_.reset();
+    device_batch_.reset();
+  }
+  parts_.context.finish->still_working();
+  post_status();
+  if (next_step_ >= parts_.setup.end_step) return std::nullopt;
+
+  const auto wait_start = Clock::now();
+  timing::Span span;
+  span.stage = timing::Stage::batch_wait;
+  span.start_ns = timing::now_ns();
+  current_ = receive();
+  span.end_ns = timing::now_ns();
+  span.step = next_step_;
+  span.peer = parts_.feed.data_rank;
+  span.sequence = static_cast<int64_t>(current_->sequence);
+  span.bytes = static_cast<int64_t>(current_->bytes);
+  timing::SpanRecorder::global().record(span);
+  const double waited = seconds_since(wait_start);
+  wait_s_ += waited;
+  interval_.wait_s += waited;
+
+  StreamBatch batch;
+  batch.global_step = next_step_;
+  if (parts_.feed.device_batches) {
+    device_batch_ = DeviceBatch::of(current_->data, current_->bytes, &transport::copy_device_to_host);
+    batch.host = device_batch_->host;
+    batch.device = device_batch_->device;
+    batch.gpu = parts_.setup.roles.at(parts_.session.rank()).gpu;
+  } else {
+    batch.host = BatchPointers::of(current_->data, current_->bytes);
+  }
+  check_position(batch.host);
+  batch.epoch = batch.host.header->epoch;
+  batch.step = batch.host.header->step;
+  count(batch.host);
+  // An injected forward delay (debug.delay_stage) is this rank's compute: its own forward span,
+  // whether or not the script marks spans.
+  const int64_t delay_start_ns = timing::now_ns();
+  parts_.context.delay.apply(timing::Stage::forward, parts_.session.rank(), next_step_);
+  step_start_ns_ = timing::now_ns();
+  if (step_start_ns_ - delay_start_ns > 1000000) {
+    timing::Span delay;
+    delay.stage = timing::Stage::forward;
+    delay.start_ns = delay_start_ns;
+    delay.end_ns = step_start_ns_;
+    delay.step = next_step_;
+    timing::SpanRecorder::global().record(delay);
+  }
+  step_open_ = true;
+  step_marked_ = false;
+  ++next_step_;
+  return batch;
+}
+
+// The script's step ends where it asks for the next batch: its compute, unless it marked spans.
+void BatchStream::end_step_span() {
+  if (!step_open_) return;
+  step_open_ = false;
+  const int64_t end_ns = timing::now_ns();
+  const double busy = static_cast<double>(end_ns - step_start_ns_) * 1e-9;
+  compute_s_ += busy;
+  interval_.busy_s += busy;
+  if (step_marked_) return;
+  timing::Span span;
+  span.stage = timing::Stage::forward;
+  span.start_ns = step_start_ns_;
+  span.end_ns = end_ns;
+  span.step = next_step_ - 1;
+  timing::SpanRecorder::global().record(span);
+}
+
+void BatchStream::mark(timing::Stage stage, int64_t start_ns, int64_t end_ns) {
+  using timing::Stage;
+  static constexpr Stage model_stages[] = {Stage::forward,  Stage::backward,   Stage::allreduce_exposed,
+                                           Stage::optimizer, Stage::sync,      Stage::validation,
+                                           Stage::checkpoint};
+  if (std::find(std::begin(model_stages), std::end(model_stages), stage) == std::end(model_stages)) {
+    throw ConfigError("feed.span(\"" + std::string(timing::to_string(stage)) +
+                      "\"): a model rank's spans are forward, backward, allreduce_exposed, optimizer, sync, "
+                      "validation or checkpoint");
+  }
+  timing::Span span;
+  span.stage = stage;
+  span.start_ns = start_ns;
+  span.end_ns = std::max(start_ns, end_ns);
+  span.step = std::max<int64_t>(parts_.setup.first_step, next_step_ - 1);
+  timing::SpanRecorder::global().record(span);
+  step_marked_ = step_open_ || step_marked_;
+}
+
+// Says whom this rank waited for when the wait fails, in the run's terms (as model_loop.cpp).
+std::optional<transport::ReceivedBatch> BatchStream::receive() {
+  const MpiSession& session = parts_.session;
+  const int data_rank = parts_.feed.data_rank;
+  parts_.context.waiting_for = data_rank;
+  std::optional<transport::ReceivedBatch> received;
+  try {
+    received = parts_.feed.channel->receive();
+  } catch (const TransportError& error) {
+    closed_ = true;
+    throw TransportError("model " + session.describe(session.rank()) + " waiting for global step " +
+                         std::to_string(next_step_) + " from its data " + session.describe(data_rank) + ": " +
+                         error.what());
+  }
+  if (!received) {
+    closed_ = true;
+    throw TransportError("the feed from " + session.describe(data_rank) + " ended at global step " +
+                         std::to_string(next_step_) + " of " + std::to_string(parts_.setup.end_step));
+  }
+  parts_.context.waiting_for = -1;
+  return received;
+}
+
+void BatchStream::check_position(const BatchPointers& batch) const {
+  const PlanPosition expected = parts_.setup.schedule->position(next_step_);
+  if (batch.header->epoch != expected.epoch || batch.header->step != expected.step) {
+    throw TransportError("received epoch " + std::to_string(batch.header->epoch) + " step " +
+                         std::to_string(batch.header->step) + " from " + parts_.session.describe(parts_.feed.data_rank) +
+                         ", expected epoch " + std::to_string(expected.epoch) + " step " +
+                         std::to_string(expected.step) + ": data and model ranks disagree on the plan");
+  }
+}
+
+void BatchStream::count(const BatchPointers& batch) {
+  int64_t batch_frames = 0;
+  for (int32_t i = 0; i < batch.header->batch_size; ++i) batch_frames += batch.mel_lens[i];
+  frames_ += batch_frames;
+  samples_ += batch.header->batch_size;
+  ++interval_.steps;
+  interval_.samples += batch.header->batch_size;
+  interval_.frames += batch_frames;
+}
+
+void BatchStream::post_status() {
+  StatusBoard* board = parts_.context.status;
+  if (board == nullptr || !board->due()) return;
+  const double seconds = seconds_since(interval_.start);
+  RankStatus status;
+  status.role = "model";
+  status.step = next_step_;
+  status.end_step = parts_.setup.end_step;
+  status.samples_per_s = double(interval_.samples) / seconds;
+  status.frames_per_s = double(interval_.frames) / seconds;
+  status.input_wait = interval_.wait_s / seconds;
+  status.seconds_per_step = interval_.steps > 0 ? interval_.busy_s / double(interval_.steps) : 0;
+  board->post(status);
+  interval_ = Interval{};
+}
+
+void BatchStream::close() {
+  if (closed_) return;
+  end_step_span();
+  closed_ = true;
+  if (current_) {
+    parts_.feed.channel->release(*current_);
+    current_.reset();
+    device_batch_.reset();
+  }
+  // Stopped early: the data rank is told to stop sending (its send fails, naming this rank).
+  if (next_step_ < parts_.setup.end_step) parts_.feed.channel->close();
+}
+
+json BatchStream::summary() const {
+  const double elapsed = seconds_since(started_);
+  return {{"rank", parts_.session.rank()},
+          {"role", "model"},
+          {"kind", "python"},
+          {"steps", next_step_ - parts_.setup.first_step},
+          {"planned_steps", parts_.setup.end_step - parts_.setup.first_step},
+          {"first_step", parts_.setup.first_step},
+          {"wall_seconds", elapsed},
+          {"input_wait_seconds", wait_s_},
+          {"compute_seconds", compute_s_},
+          {"samples", samples_},
+          {"frames", frames_},
+          {"replay_from_memory", false}};
+}
+
+}  // namespace sluice::runtime

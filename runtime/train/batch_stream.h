@@ -1,0 +1,89 @@
+#pragma once
+// A model rank's batches pulled one at a time: the model side of a rank whose training runs
+// outside sluice's C++ model loop (a Python training script, python/ and docs/python.md).
+//
+// Around each batch it does what the C++ loop (model_loop.h) does: the batch_wait span (its data
+// rank, sequence and bytes), the check of the batch's (epoch, step) against the plan, a sign of
+// life for the finish line and the live status. The time from handing a batch out to the next
+// call of next() is the script's step: recorded as a `forward` span unless the script marked
+// spans of its own in it (mark()), so that the report sees compute and input wait as for a C++
+// rank. debug.delay_stage=forward delays the start of this rank's steps.
+//
+// BUFFER LIFETIME. A batch points into its receive slot (host memory, or the rank's GPU on a GPU
+// transport) and stays valid until the next call of next() or close(), which give the slot and
+// its credit back to the data rank. Only one batch is out at a time.
+//
+// THREADING. One thread calls next(), mark() and close() (it makes the channel's MPI calls).
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "runtime/train/batch_buffer.h"
+#include "runtime/train/model_side.h"
+#include "runtime/transport/feed_channel.h"
+#include "timing/stage.h"
+
+namespace sluice::runtime {
+
+struct StreamBatch {
+  int64_t global_step = 0;
+  int64_t epoch = 0;
+  int64_t step = 0;       // within the epoch
+  BatchPointers host{};   // on a GPU transport: header, indices and lengths only
+  BatchPointers device{}; // on a GPU transport: every section on the GPU; null pointers on the host
+  int gpu = -1;           // the GPU holding `device`; -1: the batch is in host memory
+};
+
+class BatchStream {
+ public:
+  // `parts` (and what it refers to) must outlive the stream.
+  explicit BatchStream(const ModelRankParts& parts);
+
+  // The next planned batch of this rank, or nullopt after the run's last step. Gives the previous
+  // batch's slot back first. Blocks while the data rank is alive; throws TransportError naming
+  // it (as the C++ loop does) when it is silent for runtime.timeout_s or the feed fails.
+  std::optional<StreamBatch> next();
+  // A span the script marked in its current step (forward, backward, optimizer, ...), in
+  // timing::now_ns() time. Throws ConfigError for a stage that is not a model rank's.
+  void mark(timing::Stage stage, int64_t start_ns, int64_t end_ns);
+  // Ends the stream: gives the current slot back and, when the run did not reach its end, shuts
+  // the channel (the data rank stops sending). Idempotent.
+  void close();
+
+  int64_t first_step() const { return parts_.setup.first_step; }
+  int64_t end_step() const { return parts_.setup.end_step; }
+  int model_index() const { return model_index_; }
+  int64_t done() const { return next_step_ - parts_.setup.first_step; }  // batches handed out
+  // This rank's stats for ranks/rank-N.json (the C++ loop's fields that apply).
+  nlohmann::json summary() const;
+
+ private:
+  void end_step_span();
+  std::optional<transport::ReceivedBatch> receive();
+  void check_position(const BatchPointers& batch) const;
+  void count(const BatchPointers& batch);
+  void post_status();
+
+  const ModelRankParts parts_;
+  const int model_index_;
+  int64_t next_step_;  // the global step of the next batch
+  std::optional<transport::ReceivedBatch> current_;
+  std::optional<DeviceBatch> device_batch_;  // a batch that arrived on the GPU (its host copy of the header)
+  bool step_open_ = false;
+  bool step_marked_ = false;
+  int64_t step_start_ns_ = 0;
+  bool closed_ = false;
+  Clock::time_point started_;
+  double wait_s_ = 0, compute_s_ = 0;
+  int64_t samples_ = 0, frames_ = 0;
+  struct Interval {
+    Clock::time_point start = Clock::now();
+    double wait_s = 0, busy_s = 0;
+    int64_t steps = 0, samples = 0, frames = 0;
+  } interval_;
+};
+
+}  // namespace sluice::runtime

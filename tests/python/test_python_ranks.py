@@ -1,0 +1,157 @@
+"""Python model ranks end to end (docs/python.md): the real `sluice` binary as the data rank and
+sluice-python processes as model ranks, under the real mpirun, on a cache prepared from the
+sample corpus. Run by ctest (tests/python/CMakeLists.txt) with SLUICE, SLUICE_PYTHON, MPIEXEC,
+SAMPLE_CORPUS, EXAMPLE and PYTHONPATH in the environment.
+"""
+import glob
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+SLUICE, SLUICE_PYTHON, MPIEXEC = os.environ["SLUICE"], os.environ["SLUICE_PYTHON"], os.environ["MPIEXEC"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROBE = os.path.join(HERE, "feed_probe.py")
+EXAMPLE = os.environ["EXAMPLE"]
+# Short runs on a 2-core machine: small batches, no validation or checkpoints (a Python rank does
+# its own), no live status line.
+COMMON = ["--set", "train.batch_size=4", "--set", "train.n_buckets=2", "--set", "train.log_every=1000",
+          "--set", "train.validation_every=0", "--set", "train.checkpoint_every=0", "--set", "runtime.status_every_s=0"]
+
+
+def read_json(path):
+    with open(path) as file:
+        return json.load(file)
+
+
+def run(command, timeout=240):
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return result.returncode, result.stdout + result.stderr
+
+
+class PythonRanks(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="sluice-python-test-")
+        cls.cache = os.path.join(cls.work, "cache")
+        code, output = run([SLUICE, "prep", "--corpus", os.environ["SAMPLE_CORPUS"], "--out", cls.cache,
+                            "--set", "cache.shard_size=32"])
+        assert code == 0, output
+
+    def job(self, name, steps, python_command, extra=(), ranks=2):
+        run_dir = os.path.join(self.work, name)
+        sluice = [SLUICE, "train", "--cache", self.cache, "--run-dir", run_dir, "--steps", str(steps), *COMMON, *extra]
+        command = [MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", *sluice, ":",
+                   "-np", str(ranks), SLUICE_PYTHON, *python_command]
+        code, output = run(command)
+        return run_dir, code, output
+
+    def probe(self, name, steps, extra=(), probe_args=()):
+        out = os.path.join(self.work, name + "-rank{rank}.json")
+        run_dir, code, output = self.job(name, steps, [PROBE, out, *probe_args], extra)
+        records = [read_json(p) for p in sorted(glob.glob(os.path.join(self.work, name + "-rank*.json")))]
+        return run_dir, code, output, records
+
+    # The example trains: the loss falls, the report is written and names the Python ranks.
+    def test_example_trains_and_the_report_names_the_python_ranks(self):
+        out = os.path.join(self.work, "example-{rank}.json")
+        run_dir, code, output = self.job("example", 30, [EXAMPLE, "--out", out])
+        self.assertEqual(code, 0, output)
+        self.assertIn("model (python) fed by 0", output)  # the role plan
+        for rank in (0, 1):
+            losses = read_json(out.format(rank=rank))["losses"]
+            self.assertEqual(len(losses), 30)
+            first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+            self.assertLess(last, 0.7 * first, losses)
+        report = read_json(os.path.join(run_dir, "report.json"))
+        names = [m["name"] for m in report["model_ranks"]]
+        self.assertEqual(len(names), 2, names)
+        for name in names:
+            self.assertTrue(name.endswith("model (python)"), names)
+        for rank in (1, 2):
+            timeline = read_json(os.path.join(run_dir, "timeline", f"rank-{rank}.json"))
+            self.assertEqual(timeline["role"], "model (python)")
+            self.assertEqual(timeline["status"], "finished")
+            self.assertEqual(timeline["summary"]["steps"], 30)
+
+    # Every planned batch arrives exactly once per epoch, and a resumed run continues with the
+    # same batches from the step it is given.
+    def test_every_planned_batch_once_per_epoch_and_resume(self):
+        steps = 26  # two whole epochs of 13 steps (2 model ranks, batch 4, 2 buckets)
+        _, code, output, records = self.probe("plan", steps)
+        self.assertEqual(code, 0, output)
+        self.assertEqual(len(records), 2)
+        self.assertEqual(records[0]["steps_per_epoch"], 13, output)
+        per_epoch = {0: [], 1: []}
+        for record in records:
+            self.assertEqual([b["global_step"] for b in record["batches"]], list(range(steps)))
+            for b in record["batches"]:
+                per_epoch[b["epoch"]].extend(b["indices"])
+        # 113 samples in the split, 9 dropped per epoch by the plan: 104 planned, each once.
+        self.assertIn("113 samples, 13 global steps per epoch for 2 model rank(s), 9 dropped per epoch", output)
+        for epoch, indices in per_epoch.items():
+            self.assertEqual(len(indices), 104, epoch)
+            self.assertEqual(len(set(indices)), 104, f"epoch {epoch} repeats a sample")
+        # The plan drops a different remainder each epoch; every sample is one of the split's 113.
+        self.assertLessEqual(len(set(per_epoch[0]) | set(per_epoch[1])), 113)
+        self.assertNotEqual(per_epoch[0], per_epoch[1], "each epoch is shuffled anew")
+
+        _, code, output, resumed = self.probe("resume", steps, probe_args=["--resume-step", "17"])
+        self.assertEqual(code, 0, output)
+        for full, part in zip(records, resumed):
+            self.assertEqual(part["first_step"], 17)
+            self.assertEqual(part["batches"], full["batches"][17:])
+
+    # A slowed data rank: the report says input-bound for the Python ranks.
+    def test_slow_data_rank_gives_input_bound(self):
+        run_dir, code, output, _ = self.probe(
+            "slow", 28, extra=["--set", "debug.delay_stage=cache_read", "--set", "debug.delay_ranks=0",
+                               "--set", "debug.delay_ms=300", "--set", "train.reader_threads=1"])
+        self.assertEqual(code, 0, output)
+        report = read_json(os.path.join(run_dir, "report.json"))
+        kinds = [v["kind"] for v in report["verdicts"]]
+        self.assertIn("input_bound", kinds, output)
+        self.assertGreater(report["model_role"]["input_wait_fraction"], 0.5)
+
+    # A bad cache: the Python exception carries the message `sluice train` prints.
+    def test_bad_cache_raises_cache_error_with_sluices_message(self):
+        missing = os.path.join(self.work, "no-cache")
+        code, sluice_output = run([SLUICE, "train", "--cache", missing, "--run-dir", os.path.join(self.work, "bad")])
+        self.assertNotEqual(code, 0)
+        out = os.path.join(self.work, "bad-cache-{rank}.json")
+        code, output = run([SLUICE_PYTHON, PROBE, out, "--set", "cache.dir=" + missing,
+                            "--set", "train.run_dir=" + os.path.join(self.work, "bad-py")])
+        self.assertEqual(code, 0, output)
+        record = read_json(out.format(rank=0))
+        self.assertEqual(record["error"]["class"], "CacheError", output)
+        self.assertIn(record["error"]["message"], sluice_output)
+
+    # The script's own config disagrees with rank 0's: the same ConfigError on every rank, no hang.
+    def test_mismatched_config_is_a_config_error_everywhere(self):
+        _, code, output, records = self.probe("mismatch", 10, probe_args=[
+            "--set", "train.batch_size=8", "--set", "cache.dir=" + self.cache])
+        self.assertNotEqual(code, 0)
+        self.assertEqual(len(records), 2)
+        for record in records:
+            self.assertEqual(record["error"]["class"], "ConfigError")
+            self.assertIn("train.batch_size: 8 here, 4 on rank 0", record["error"]["message"])
+            self.assertIn(record["error"]["message"], output)  # sluice's rank 0 printed the same
+
+    # The data rank goes silent: the Python ranks raise TransportError naming it, the job ends.
+    def test_silent_data_rank_raises_transport_error_naming_it(self):
+        name = "silent"
+        _, code, output, records = self.probe(name, 10000, extra=["--set", "runtime.timeout_s=3"],
+                                              probe_args=["--stop-data-after", "3", os.path.join(self.work, name)])
+        self.assertNotEqual(code, 0)
+        errors = [r["error"] for r in records if "error" in r]
+        self.assertTrue(errors, output)
+        for error in errors:
+            self.assertEqual(error["class"], "TransportError")
+            self.assertIn("from its data rank 0 (host", error["message"])
+        # The first to give up says why; a rank still waiting may see the job's end (MPI_Abort) first.
+        self.assertTrue(any("gave no sign of life" in e["message"] for e in errors), errors)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
