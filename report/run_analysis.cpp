@@ -17,8 +17,11 @@ std::string base_role(const std::string& role) {
   const bool marked = role.size() > python.size() && role.compare(role.size() - python.size(), python.size(), python) == 0;
   return marked ? role.substr(0, role.size() - python.size()) : role;
 }
-bool is_model_role(const std::string& role) { return base_role(role) == "model" || base_role(role) == "data_and_model"; }
-bool is_data_role(const std::string& role) { return base_role(role) == "data" || base_role(role) == "data_and_model"; }
+// One process doing both: the role plan names it "data+model" (role_plan.cpp, to_string);
+// "data_and_model" is the enum's name, which earlier timelines may carry.
+bool is_both(const std::string& role) { return role == "data+model" || role == "data_and_model"; }
+bool is_model_role(const std::string& role) { return base_role(role) == "model" || is_both(base_role(role)); }
+bool is_data_role(const std::string& role) { return base_role(role) == "data" || is_both(base_role(role)); }
 
 bool is_step_stage(Stage stage) {
   return std::find(model_step_stages.begin(), model_step_stages.end(), stage) != model_step_stages.end();

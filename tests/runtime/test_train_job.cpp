@@ -80,6 +80,11 @@ TEST_F(TrainJob, OneProcessFeedsItselfAndTheLossFalls) {
   EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "latest.json"));
   EXPECT_EQ(read_json(run_dir / "checkpoints" / "latest.json")["global_step"], 40);
   EXPECT_TRUE(fs::exists(run_dir / "sluice-train.yaml"));
+  // The report reads the one process ("data+model") as a model rank too: it judges its steps.
+  std::ifstream report_md(run_dir / "report.md");
+  const std::string report((std::istreambuf_iterator<char>(report_md)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(report.empty());
+  EXPECT_EQ(report.find("no model-rank timelines"), std::string::npos) << report;
 }
 
 TEST_F(TrainJob, OneDataRankFeedsTwoModelRanksOverMpi) {
