@@ -31,6 +31,7 @@
 //                 intervals in which the process did not run (stopped or starved), its cgroup's
 //                 CPU quota; null when not measured
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -77,8 +78,14 @@ struct RankTimeline {
 // RUN_DIR/timeline/rank-N.json
 std::filesystem::path timeline_path(const std::filesystem::path& run_dir, int rank);
 void write_timeline(const std::filesystem::path& run_dir, const RankTimeline& timeline);
-// Every RUN_DIR/timeline/rank-*.json, sorted by rank. Throws DataError naming a bad file;
-// returns an empty vector when there is no timeline folder.
+// RUN_DIR/timeline/rank-N.json by rank N, without reading them; empty when there is no
+// timeline folder.
+std::map<int, std::filesystem::path> timeline_files(const std::filesystem::path& run_dir);
+// One timeline file. Throws DataError naming the file when it is not valid JSON or malformed.
+RankTimeline read_timeline(const std::filesystem::path& file);
+// Every RUN_DIR/timeline/rank-*.json, sorted by rank: all of them in memory at once, for small
+// runs and tests (the report reads them one at a time: timeline_files, read_timeline). Throws
+// DataError naming a bad file; returns an empty vector when there is no timeline folder.
 std::vector<RankTimeline> read_timelines(const std::filesystem::path& run_dir);
 
 }  // namespace sluice::timing
