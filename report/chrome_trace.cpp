@@ -93,7 +93,7 @@ void choose_ranks(const TrainAnalysis& a, const std::vector<int>& verdict_ranks,
   std::set<int> present;
   for (const auto& v : a.volume) present.insert(v.rank);
   std::set<int> chosen;
-  if (present.size() <= trace_max_ranks) {
+  if (present.size() <= selection.limits.max_ranks) {
     chosen = present;
   } else {
     std::set<int> named;
@@ -110,7 +110,7 @@ void choose_ranks(const TrainAnalysis& a, const std::vector<int>& verdict_ranks,
     for (int r : present) {
       if (!chosen.count(r)) rest.push_back(r);
     }
-    const size_t room = trace_max_ranks > chosen.size() ? trace_max_ranks - chosen.size() : 0;
+    const size_t room = selection.limits.max_ranks > chosen.size() ? selection.limits.max_ranks - chosen.size() : 0;
     for (size_t i = 0; i < room && i < rest.size(); ++i) chosen.insert(rest[i * rest.size() / room]);
   }
   selection.ranks.assign(chosen.begin(), chosen.end());
@@ -121,9 +121,9 @@ void choose_ranks(const TrainAnalysis& a, const std::vector<int>& verdict_ranks,
 // holds at the selected ranks' mean events per step.
 void choose_window(const TrainAnalysis& a, TraceSelection& selection) {
   const size_t steps = a.job_step_seconds.size();
-  if (selection.planned_events <= trace_max_events || steps == 0) return;
+  if (selection.planned_events <= selection.limits.max_events || steps == 0) return;
   const double per_step = static_cast<double>(selection.planned_events) / static_cast<double>(steps);
-  const size_t fit = std::clamp<size_t>(static_cast<size_t>(static_cast<double>(trace_max_events) / per_step), 1, steps);
+  const size_t fit = std::clamp<size_t>(static_cast<size_t>(static_cast<double>(selection.limits.max_events) / per_step), 1, steps);
   size_t first = 0, last = steps;  // [first, last): the steady steps' indices, or all
   for (size_t i = 0; i < steps; ++i) {
     if (a.job_step_seconds[i].first == a.steady.first_step) first = i;
@@ -150,8 +150,9 @@ void choose_window(const TrainAnalysis& a, TraceSelection& selection) {
 
 }  // namespace
 
-TraceSelection choose_trace(const TrainAnalysis& a, const std::vector<int>& verdict_ranks) {
+TraceSelection choose_trace(const TrainAnalysis& a, const std::vector<int>& verdict_ranks, const TraceLimits& limits) {
   TraceSelection selection;
+  selection.limits = limits;
   selection.world_size = a.world_size;
   choose_ranks(a, verdict_ranks, selection);
   int64_t origin = INT64_MAX;
@@ -173,8 +174,8 @@ json TraceSelection::to_json() const {
           {"first_step", first_step},
           {"last_step", last_step},
           {"events_planned", planned_events},
-          {"max_events", trace_max_events},
-          {"max_ranks", trace_max_ranks},
+          {"max_events", limits.max_events},
+          {"max_ranks", limits.max_ranks},
           {"full_data", "timeline/rank-N.json (every span of every rank)"}};
 }
 
@@ -185,7 +186,7 @@ std::string TraceSelection::describe() const {
   if (ranks_left_out > 0) text += " (rank 0, the ranks the verdicts name, and an even sample of the others)";
   text += window ? ", steps " + std::to_string(first_step) + " to " + std::to_string(last_step) + " only"
                  : ", every step";
-  return text + ", to stay under " + std::to_string(trace_max_events) +
+  return text + ", to stay under " + std::to_string(limits.max_events) +
          " events; the full data is in timeline/rank-N.json.";
 }
 

@@ -40,6 +40,11 @@ nlohmann::json chrome_trace(const std::vector<timing::RankTimeline>& aligned);
 inline constexpr size_t trace_max_ranks = 64;
 inline constexpr size_t trace_max_events = 1'000'000;
 
+struct TraceLimits {
+  size_t max_ranks = trace_max_ranks;
+  size_t max_events = trace_max_events;
+};
+
 struct TraceSelection {
   std::vector<int> ranks;         // sorted
   std::vector<int> named_ranks;   // the ones chosen because a verdict names them
@@ -48,6 +53,7 @@ struct TraceSelection {
   int64_t first_step = -1, last_step = -1;
   int64_t start_ns = INT64_MIN, end_ns = INT64_MAX;  // aligned: spans starting inside are kept
   size_t planned_events = 0;
+  TraceLimits limits;
   int64_t origin_ns = 0;  // aligned time of ts 0
   int world_size = 0;
 
@@ -56,7 +62,8 @@ struct TraceSelection {
 };
 
 // `verdict_ranks`: the ranks the verdicts name (StallVerdict::rank and the ranks in their numbers).
-TraceSelection choose_trace(const TrainAnalysis& analysis, const std::vector<int>& verdict_ranks);
+TraceSelection choose_trace(const TrainAnalysis& analysis, const std::vector<int>& verdict_ranks,
+                            const TraceLimits& limits = {});
 
 // Writes `file` (atomically) from the selected ranks, read one at a time from `source`: memory is
 // one timeline plus the selection's sends and batch waits (for the flows), never the whole trace.

@@ -43,16 +43,6 @@ nlohmann::json padding_of(const fs::path& run_dir) {
   }
 }
 
-// The run's timelines read one file at a time (a run of thousands of ranks never has them all in
-// memory; see run_analysis.h).
-TimelineSource files_source(const fs::path& run_dir) {
-  return [files = timing::timeline_files(run_dir)](const std::function<bool(int)>& wanted, const TimelineVisitor& visit) {
-    for (const auto& [rank, file] : files) {
-      if (wanted(rank)) visit(timing::read_timeline(file));
-    }
-  };
-}
-
 // The ranks the verdicts name, for trace.json's selection.
 std::vector<int> named_ranks(const std::vector<StallVerdict>& verdicts) {
   std::vector<int> ranks;
@@ -101,9 +91,17 @@ std::string prep_report(const fs::path& cache_dir, const std::vector<timing::Ran
 
 }  // namespace
 
+TimelineSource timelines_on_disk(const fs::path& run_dir) {
+  return [files = timing::timeline_files(run_dir)](const std::function<bool(int)>& wanted, const TimelineVisitor& visit) {
+    for (const auto& [rank, file] : files) {
+      if (wanted(rank)) visit(timing::read_timeline(file));
+    }
+  };
+}
+
 std::string write_train_report(const fs::path& run_dir) {
   if (timing::timeline_files(run_dir).empty()) throw no_timelines(run_dir);
-  return train_report(run_dir, files_source(run_dir));
+  return train_report(run_dir, timelines_on_disk(run_dir));
 }
 
 std::string write_prep_report(const fs::path& cache_dir) { return prep_report(cache_dir, timelines_of(cache_dir)); }
@@ -113,7 +111,7 @@ std::string write_report(const fs::path& dir) {
   if (files.empty()) throw no_timelines(dir);
   // The job from one file; a prep job has few ranks and is reported in memory.
   if (timing::read_timeline(files.begin()->second).job == "prep") return prep_report(dir, timelines_of(dir));
-  return train_report(dir, files_source(dir));
+  return train_report(dir, timelines_on_disk(dir));
 }
 
 }  // namespace sluice::report

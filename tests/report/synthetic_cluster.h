@@ -8,8 +8,9 @@
 // the memory of one. Used by the report's scale test and by bench/report/make_synthetic_run.
 //
 // Layout: group g is ranks [g*G, g*G + G), G = 1 + the template's model ranks; its first rank is
-// the data rank and feeds the others, on host "node-g". A last partial group keeps the ranks that
-// fit (its data rank's sends to ranks that do not exist are dropped).
+// the data rank and feeds the others, on host "node-g". The ranks of a last partial group are model
+// ranks on the last full group's node, fed by its data rank (which sends them nothing: their
+// batch waits have no matching send, as with a lost message).
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -117,9 +118,9 @@ inline int map_rank(int template_rank, int group_base, const ClusterShape& shape
 
 // Template rank -> cluster rank `rank`: identity, peers, channels; spans to ranks past the world
 // are dropped.
-inline timing::RankTimeline clone_for(const timing::RankTimeline& from, int rank, int world, const ClusterShape& shape) {
+inline timing::RankTimeline clone_for(const timing::RankTimeline& from, int rank, int world, const ClusterShape& shape,
+                                      int base) {
   timing::RankTimeline t = from;
-  const int base = shape.data_rank_of(rank);
   const auto mapped = [&](int template_rank) {
     const int r = map_rank(template_rank, base, shape);
     return r < world ? r : -1;
@@ -127,8 +128,8 @@ inline timing::RankTimeline clone_for(const timing::RankTimeline& from, int rank
   t.rank = rank;
   t.world_size = world;
   t.host = "node-" + std::to_string(base / shape.group_size);
-  t.gpu = shape.is_data(rank) ? -1 : rank - base - 1;
-  t.fed_by = shape.is_data(rank) ? -1 : base;
+  t.gpu = rank == base ? -1 : rank - base - 1;
+  t.fed_by = rank == base ? -1 : base;
   t.feeds.clear();
   for (int m : from.feeds) {
     if (mapped(m) >= 0) t.feeds.push_back(mapped(m));
@@ -190,10 +191,16 @@ inline void write_synthetic_cluster(const std::vector<timing::RankTimeline>& tmp
   const double step = detail::median_step_seconds(*by_rank.at(shape.template_models.front()));
   std::mt19937_64 random(plan.seed);
   std::uniform_int_distribution<int64_t> skew(-plan.max_skew_ns, plan.max_skew_ns);
+  const int full = plan.ranks / shape.group_size * shape.group_size;
+  const size_t models = shape.template_models.size();
   for (int rank = 0; rank < plan.ranks; ++rank) {
+    const bool partial = rank >= full && full > 0;
+    const int base = partial ? full - shape.group_size : shape.data_rank_of(rank);
     const int position = rank % shape.group_size;
-    const int from = position == 0 ? shape.template_data_rank : shape.template_models.at(static_cast<size_t>(position - 1));
-    timing::RankTimeline t = detail::clone_for(*by_rank.at(from), rank, plan.ranks, shape);
+    const int from = partial ? shape.template_models.at(static_cast<size_t>(rank - full) % models)
+                     : position == 0 ? shape.template_data_rank
+                                     : shape.template_models.at(static_cast<size_t>(position - 1));
+    timing::RankTimeline t = detail::clone_for(*by_rank.at(from), rank, plan.ranks, shape, base);
     if (rank == plan.straggler_rank) detail::plant_straggler(t, static_cast<int64_t>(plan.straggler_share * step * 1e9));
     if (rank == plan.slow_data_rank) {
       for (auto& s : t.spans) {
