@@ -3,7 +3,8 @@
 // its model ranks, as make_train_timelines or a real 3-rank run writes them) are cloned group by
 // group into `ranks` ranks, each clone perturbed (every span's duration jittered, its clock skewed
 // with the skew recorded as its offset), with one planted straggler model rank (its forward longer
-// by a share of the step) and one planted slow data rank (its cache_read spans longer). The
+// by a share of the step) and one planted slow data rank (its cache_read spans longer by a share
+// of the step: a real run's reads take milliseconds, and a rule needs 5% of the step to call it). The
 // ranks are written to RUN_DIR/timeline/rank-N.json one at a time, so making 4,096 of them needs
 // the memory of one. Used by the report's scale test and by bench/report/make_synthetic_run.
 //
@@ -29,7 +30,7 @@ struct ClusterPlan {
   int straggler_rank = -1;         // a model rank; -1: none
   double straggler_share = 0.4;    // extra forward seconds, as a share of the template's median step
   int slow_data_rank = -1;         // a data rank; -1: none
-  double slow_data_factor = 3.0;   // its cache_read spans this many times longer
+  double slow_data_share = 0.3;    // each of its cache_read spans longer by this share of the median step
   double jitter = 0.02;            // +- share on every span's duration
   int64_t max_skew_ns = 2'000'000;  // +- clock skew per rank, recorded as its offset
   uint64_t seed = 1;
@@ -205,7 +206,7 @@ inline void write_synthetic_cluster(const std::vector<timing::RankTimeline>& tmp
     if (rank == plan.slow_data_rank) {
       for (auto& s : t.spans) {
         if (s.stage == timing::Stage::cache_read) {
-          s.start_ns -= static_cast<int64_t>(static_cast<double>(s.end_ns - s.start_ns) * (plan.slow_data_factor - 1));
+          s.start_ns -= static_cast<int64_t>(plan.slow_data_share * step * 1e9);
         }
       }
     }
