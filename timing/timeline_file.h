@@ -1,8 +1,9 @@
 #pragma once
 // The per-rank timeline file: everything one rank recorded about a run, written at exit (and on a
 // deadline or error, with what it had) to RUN_DIR/timeline/rank-N.json; `sluice report` reads
-// them. Rank 0 also gathers every rank's file over MPI at the end of a run and writes the ones it
-// lacks, so a run directory on a node-local disk still gets the whole set on rank 0's node.
+// them one at a time. At the end of a run rank 0 checks that it sees every rank's file (only
+// their sizes travel) and has the ones it cannot see sent over, so a run directory on a node-local
+// disk still gets the whole set on rank 0's node (runtime/rank_timing.cpp).
 //
 // FORMAT "sluice-timeline/1" (JSON object):
 //   format        "sluice-timeline/1"
