@@ -72,7 +72,23 @@ json RankCpu::to_json() const {
           {"descheduled", descheduled}};
 }
 
+RankStalls RankStalls::of(const timing::RankTimeline& aligned) {
+  RankStalls r;
+  std::tie(r.spans_start, r.spans_end) = span_extent(aligned);
+  if (aligned.resources.is_object()) {
+    for (const auto& s : aligned.resources.value("stalls", json::array())) {
+      r.stalls.emplace_back(s.at(0).get<int64_t>(), s.at(1).get<int64_t>());
+    }
+  }
+  return r;
+}
+
 RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, int64_t end_ns) {
+  return analyze_rank_cpu(aligned, RankStalls::of(aligned), start_ns, end_ns);
+}
+
+RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, const RankStalls& stalls, int64_t start_ns,
+                         int64_t end_ns) {
   RankCpu c;
   c.rank = aligned.rank;
   c.name = describe_rank(aligned);
@@ -93,8 +109,7 @@ RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, 
     if (cgroup.value("quota_cores", json()).is_number()) c.quota_cores = cgroup["quota_cores"].get<double>();
     c.throttled_seconds = real_or(cgroup, "throttled_seconds", 0);
   }
-  if (start_ns >= end_ns) std::tie(start_ns, end_ns) = span_extent(aligned);
-  const json stalls = r.value("stalls", json::array());
+  if (start_ns >= end_ns) std::tie(start_ns, end_ns) = std::make_pair(stalls.spans_start, stalls.spans_end);
   if (start_ns >= end_ns || number_or(r, "stalls_dropped", 0) > 0) {
     // No window to clip to, or the oldest stalls were not kept: the whole life.
     c.window_seconds = c.wall_seconds;
@@ -103,8 +118,8 @@ RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, 
     c.longest_stall_seconds = real_or(r, "longest_stall_seconds", 0);
   } else {
     c.window_seconds = static_cast<double>(end_ns - start_ns) * 1e-9;
-    for (const auto& s : stalls) {
-      const int64_t from = std::max(start_ns, s.at(0).get<int64_t>()), to = std::min(end_ns, s.at(1).get<int64_t>());
+    for (const auto& [stall_start, stall_end] : stalls.stalls) {
+      const int64_t from = std::max(start_ns, stall_start), to = std::min(end_ns, stall_end);
       if (to <= from) continue;
       const double seconds = static_cast<double>(to - from) * 1e-9;
       c.stalled_seconds += seconds;

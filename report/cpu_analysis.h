@@ -14,7 +14,9 @@
 // while it wants the CPU, which the stall watch sees only in part (it is late only when it wakes
 // inside a throttled period).
 #include <optional>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +62,19 @@ struct RankCpu {
 // `aligned`: a timeline on the reference clock (align_to_reference also moves the stall
 // intervals). start_ns >= end_ns means the rank's whole life.
 RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, int64_t end_ns);
+
+// The stall intervals of a rank (resources.stalls, aligned) and the extent of its spans, taken
+// out of its timeline so that the streaming analysis can judge it after the spans are dropped.
+struct RankStalls {
+  std::vector<std::pair<int64_t, int64_t>> stalls;
+  int64_t spans_start = INT64_MAX, spans_end = INT64_MIN;
+
+  static RankStalls of(const timing::RankTimeline& aligned);
+};
+
+// The same as above for a timeline whose spans and stalls were taken out into `stalls`.
+RankCpu analyze_rank_cpu(const timing::RankTimeline& identity, const RankStalls& stalls, int64_t start_ns,
+                         int64_t end_ns);
 
 // Sets others_ran_fraction and descheduled on every rank by the rule above.
 void judge_descheduled(std::vector<RankCpu>& ranks);

@@ -295,7 +295,12 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
   for (const auto& t : a.timelines) {
     for (const auto& c : t.counters) origin = std::min(origin, c.t_ns);
   }
+  // The first few ranks with counters: a chart of thousands of lines shows nothing.
+  constexpr size_t counter_chart_max_ranks = 8;
+  size_t charted = 0;
   for (const auto& t : a.timelines) {
+    if (t.counters.empty()) continue;
+    if (++charted > counter_chart_max_ranks) break;
     for (size_t k = 0; k < t.counter_names.size(); ++k) {
       Series s{"rank " + std::to_string(t.rank) + " " + t.counter_names[k], {}};
       for (const auto& c : t.counters) {

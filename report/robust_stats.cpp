@@ -25,6 +25,79 @@ double median_absolute_deviation(const std::vector<double>& values, double cente
   return median(std::move(deviations));
 }
 
+double median_of_ranked(size_t n, const std::function<double(size_t)>& kth) {
+  if (n == 0) return 0;
+  const double position = 0.5 * static_cast<double>(n - 1);
+  const auto below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, n - 1);
+  const double fraction = position - static_cast<double>(below);
+  const double low = kth(below);
+  return fraction == 0 ? low : low + fraction * (kth(above) - low);
+}
+
+namespace {
+
+size_t count_at_most(const std::vector<double>& sorted, double value) {
+  return static_cast<size_t>(std::upper_bound(sorted.begin(), sorted.end(), value) - sorted.begin());
+}
+
+size_t count_below(const std::vector<double>& sorted, double value) {
+  return static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), value) - sorted.begin());
+}
+
+}  // namespace
+
+LeaveOutSample::LeaveOutSample(std::vector<double> pool) : pool_(std::move(pool)) {
+  std::sort(pool_.begin(), pool_.end());
+}
+
+double LeaveOutSample::kth_without(const std::vector<double>& left_out, size_t k) const {
+  // The smallest pool index j with (pool values <= pool[j]) - (left-out values <= pool[j]) > k:
+  // that count grows with j, so a binary search finds it.
+  size_t low = 0, high = pool_.size() - 1;
+  while (low < high) {
+    const size_t mid = low + (high - low) / 2;
+    if (count_at_most(pool_, pool_[mid]) - count_at_most(left_out, pool_[mid]) > k) {
+      high = mid;
+    } else {
+      low = mid + 1;
+    }
+  }
+  return pool_[low];
+}
+
+double LeaveOutSample::kth_distance_without(const std::vector<double>& left_out, double center, size_t k) const {
+  // How many remaining values lie within `d` of the center; bisect d, then snap it to the
+  // distance of an actual pool value.
+  const auto within = [&](double d) {
+    const auto in = [&](const std::vector<double>& v) { return count_at_most(v, center + d) - count_below(v, center - d); };
+    return in(pool_) - in(left_out);
+  };
+  if (within(0) > k) return 0;
+  double low = 0, high = std::max(std::fabs(pool_.front() - center), std::fabs(pool_.back() - center));
+  for (int i = 0; i < 80 && high - low > 0; ++i) {
+    const double mid = low + (high - low) / 2;
+    if (mid <= low || mid >= high) break;
+    (within(mid) > k ? high : low) = mid;
+  }
+  double snapped = 0;
+  const size_t right = count_at_most(pool_, center + high);
+  if (right > 0 && pool_[right - 1] >= center) snapped = std::max(snapped, pool_[right - 1] - center);
+  const size_t left = count_below(pool_, center - high);
+  if (left < pool_.size() && pool_[left] <= center) snapped = std::max(snapped, center - pool_[left]);
+  return snapped;
+}
+
+double LeaveOutSample::median_without(const std::vector<double>& left_out) const {
+  const size_t n = pool_.size() - std::min(pool_.size(), left_out.size());
+  return median_of_ranked(n, [&](size_t k) { return kth_without(left_out, k); });
+}
+
+double LeaveOutSample::mad_without(const std::vector<double>& left_out, double center) const {
+  const size_t n = pool_.size() - std::min(pool_.size(), left_out.size());
+  return median_of_ranked(n, [&](size_t k) { return kth_distance_without(left_out, center, k); });
+}
+
 double modified_z(double x, double median_value, double mad) { return 0.6745 * (x - median_value) / mad; }
 
 double autocorrelation(const std::vector<double>& values, size_t lag) {

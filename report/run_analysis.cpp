@@ -34,19 +34,6 @@ int64_t overlap_ns(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
   return std::max<int64_t>(0, std::min(a1, b1) - std::max(a0, b0));
 }
 
-// A send span on a data rank, keyed by (data rank, model rank, sequence).
-using FlowKey = std::tuple<int, int, int64_t>;
-
-std::map<FlowKey, Span> index_sends(const std::vector<RankTimeline>& timelines) {
-  std::map<FlowKey, Span> sends;
-  for (const auto& t : timelines) {
-    for (const Span& s : t.spans) {
-      if (s.stage == Stage::send && s.sequence >= 0) sends[{t.rank, s.peer, s.sequence}] = s;
-    }
-  }
-  return sends;
-}
-
 // Sorted, non-overlapping [start, end) intervals.
 using Intervals = std::vector<std::pair<int64_t, int64_t>>;
 
@@ -80,18 +67,9 @@ struct FeedIntervals {
   std::map<int, Intervals> awaited;   // data rank -> batch_wait spans naming it as the peer
 };
 
-FeedIntervals feed_intervals(const std::vector<RankTimeline>& timelines) {
-  std::map<int, Intervals> sending, awaited;
-  for (const auto& t : timelines) {
-    for (const Span& s : t.spans) {
-      if (s.stage == Stage::send) sending[t.rank].emplace_back(s.start_ns, s.end_ns);
-      if (s.stage == Stage::batch_wait && s.peer >= 0) awaited[s.peer].emplace_back(s.start_ns, s.end_ns);
-    }
-  }
-  FeedIntervals f;
-  for (auto& [rank, list] : sending) f.sending[rank] = merged(std::move(list));
-  for (auto& [rank, list] : awaited) f.awaited[rank] = merged(std::move(list));
-  return f;
+// Merges every list.
+void merge_all(std::map<int, Intervals>& lists) {
+  for (auto& [rank, list] : lists) list = merged(std::move(list));
 }
 
 std::vector<StepRecord> step_records(const RankTimeline& t) {
@@ -114,7 +92,7 @@ std::vector<StepRecord> step_records(const RankTimeline& t) {
     while (next_work < work.size() && work[next_work]->start_ns < record.start_ns) ++next_work;
     while (next_work < work.size() && work[next_work]->start_ns < limit) {
       const Span& s = *work[next_work++];
-      record.stage_seconds[static_cast<size_t>(s.stage)] += seconds(s.end_ns - s.start_ns);
+      record.stage_seconds[model_stage_index(s.stage)] += seconds(s.end_ns - s.start_ns);
       last_end = std::max(last_end, s.end_ns);
     }
     record.end_ns = limit == INT64_MAX ? last_end : limit;
@@ -139,7 +117,15 @@ std::map<Stage, StageBreakdown> breakdown(const std::vector<const StepRecord*>& 
   return result;
 }
 
-ModelRankAnalysis analyze_model_rank(const RankTimeline& t, const FeedIntervals& feed) {
+// A batch_wait of a model rank's steady steps: the data rank it waited for and when.
+struct SteadyWait {
+  int64_t start_ns = 0, end_ns = 0;
+  int peer = -1;
+};
+
+// Everything of a model rank but its transfer exposure, which needs its data rank's sends
+// (transfer_exposed below); its steady batch waits go to `waits` for that.
+ModelRankAnalysis analyze_model_rank(const RankTimeline& t, std::vector<SteadyWait>& waits) {
   ModelRankAnalysis m;
   m.rank = t.rank;
   m.name = describe_rank(t);
@@ -166,20 +152,26 @@ ModelRankAnalysis analyze_model_rank(const RankTimeline& t, const FeedIntervals&
   m.allreduce_exposed_fraction = m.stages[Stage::allreduce_exposed].fraction;
   if (steady.empty()) return m;
   const int64_t first = steady.front()->start_ns, last = steady.back()->end_ns;
-  int64_t transfer_ns = 0;
   for (const Span& s : t.spans) {
     if (s.start_ns < first || s.start_ns >= last) continue;
     if (s.stage == Stage::allreduce_exposed || s.stage == Stage::allreduce_overlapped) {
       m.allreduce_bytes += s.bytes;
       m.allreduce_seconds += seconds(s.end_ns - s.start_ns);
     }
-    if (s.stage == Stage::batch_wait) {
-      const auto sending = feed.sending.find(s.peer);
-      if (sending != feed.sending.end()) transfer_ns += overlap_with(sending->second, s.start_ns, s.end_ns);
-    }
+    if (s.stage == Stage::batch_wait) waits.push_back({s.start_ns, s.end_ns, s.peer});
   }
-  m.transfer_exposed_fraction = m.steady_seconds > 0 ? seconds(transfer_ns) / m.steady_seconds : 0;
   return m;
+}
+
+// The share of the model rank's steady time in which it waited for a batch while its data rank
+// was sending.
+double transfer_exposed(const ModelRankAnalysis& m, const std::vector<SteadyWait>& waits, const FeedIntervals& feed) {
+  int64_t transfer_ns = 0;
+  for (const SteadyWait& w : waits) {
+    const auto sending = feed.sending.find(w.peer);
+    if (sending != feed.sending.end()) transfer_ns += overlap_with(sending->second, w.start_ns, w.end_ns);
+  }
+  return m.steady_seconds > 0 ? seconds(transfer_ns) / m.steady_seconds : 0;
 }
 
 std::optional<double> counter_mean(const RankTimeline& t, const std::string& name, int64_t start, int64_t end) {
@@ -267,31 +259,56 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
   return d;
 }
 
-CausalityCheck check_causality(const std::vector<RankTimeline>& timelines) {
+// One end of a batch's flow: a send on its data rank (`at_ns` = its start) or the batch_wait on
+// its model rank that took it (`at_ns` = its end), on the reference and on the local clock.
+struct FlowEnd {
+  int data_rank = 0, model_rank = 0;
+  int64_t sequence = 0;
+  int64_t at_ns = 0, local_ns = 0;
+  bool operator<(const FlowEnd& o) const {
+    return std::tie(data_rank, model_rank, sequence) < std::tie(o.data_rank, o.model_rank, o.sequence);
+  }
+};
+
+void collect_flow_ends(const RankTimeline& raw, const RankTimeline& aligned, std::vector<FlowEnd>& sends,
+                       std::vector<FlowEnd>& receives) {
+  for (size_t i = 0; i < aligned.spans.size(); ++i) {
+    const Span& s = aligned.spans[i];
+    if (s.sequence < 0) continue;
+    if (s.stage == Stage::send) sends.push_back({raw.rank, s.peer, s.sequence, s.start_ns, raw.spans[i].start_ns});
+    if (s.stage == Stage::batch_wait) receives.push_back({s.peer, raw.rank, s.sequence, s.end_ns, raw.spans[i].end_ns});
+  }
+}
+
+// Every received batch against its send: a receive that ends before its send starts is a clock
+// error. Sorted and merged, so the cost is that of sorting the batches.
+CausalityCheck check_causality(std::vector<FlowEnd>& sends, std::vector<FlowEnd>& receives) {
   CausalityCheck check;
-  const auto sends = index_sends(timelines);
-  for (const auto& t : timelines) {
-    for (const Span& s : t.spans) {
-      if (s.stage != Stage::batch_wait || s.sequence < 0) continue;
-      const auto send = sends.find({s.peer, t.rank, s.sequence});
-      if (send == sends.end()) continue;
-      ++check.pairs_checked;
-      const int64_t early = send->second.start_ns - s.end_ns;
-      if (early > 0) {
-        ++check.violations;
-        if (early > check.worst_violation_ns) check.worst_violation_ns = early;
-        if (check.example.empty()) {
-          check.example = "rank " + std::to_string(t.rank) + " received batch " + std::to_string(s.sequence) +
-                          " from rank " + std::to_string(s.peer) + " " + std::to_string(early / 1000) +
-                          " us before it was sent";
-        }
-      }
+  std::stable_sort(sends.begin(), sends.end());  // equal keys keep their order: the last send wins
+  std::sort(receives.begin(), receives.end());
+  auto send = sends.begin();
+  for (const FlowEnd& r : receives) {
+    while (send != sends.end() && *send < r) ++send;
+    if (send == sends.end() || r < *send) continue;  // no send recorded for it (the last one wins)
+    auto last = send;
+    while (std::next(last) != sends.end() && !(r < *std::next(last))) ++last;
+    ++check.pairs_checked;
+    if (last->local_ns - r.local_ns > 0) ++check.violations_unaligned;
+    const int64_t early = last->at_ns - r.at_ns;
+    if (early <= 0) continue;
+    ++check.violations;
+    if (early > check.worst_violation_ns) check.worst_violation_ns = early;
+    if (check.example.empty()) {
+      check.example = "rank " + std::to_string(r.model_rank) + " received batch " + std::to_string(r.sequence) +
+                      " from rank " + std::to_string(r.data_rank) + " " + std::to_string(early / 1000) +
+                      " us before it was sent";
     }
   }
   return check;
 }
 
-HangFacts hang_facts(const std::vector<RankTimeline>& timelines, int world_size) {
+HangFacts hang_facts(const std::vector<RankTimeline>& timelines, int world_size,
+                     const std::map<int, int64_t>& last_steps) {
   HangFacts h;
   std::map<int, const RankTimeline*> by_rank;
   for (const auto& t : timelines) by_rank[t.rank] = &t;
@@ -311,7 +328,7 @@ HangFacts hang_facts(const std::vector<RankTimeline>& timelines, int world_size)
       fate.error = t.error;
       fate.waiting_for = t.waiting_for;
       fate.channels = t.channels;
-      for (const Span& s : t.spans) fate.last_step = std::max(fate.last_step, s.step);
+      if (last_steps.count(r)) fate.last_step = last_steps.at(r);
       if (t.status == "failed" && t.waiting_for >= 0) ++waited_on[t.waiting_for];
     }
     h.ranks.push_back(fate);
@@ -414,41 +431,63 @@ RankTimeline align_to_reference(const RankTimeline& timeline) {
   return aligned;
 }
 
-TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
-  TrainAnalysis a;
-  for (const auto& t : timelines) {
-    a.timelines.push_back(align_to_reference(t));
-    a.world_size = std::max({a.world_size, t.world_size, t.rank + 1});
-    if (a.settings.empty() && !t.settings.empty()) a.settings = t.settings;
-    if (a.injected_delay.is_null() && !t.injected_delay.is_null()) a.injected_delay = t.injected_delay;
-    a.dropped_spans += t.dropped_spans;
-    const int64_t uncertainty = t.clock.uncertainty_ns();
-    if (uncertainty > a.clock.max_uncertainty_ns) {
-      a.clock.max_uncertainty_ns = uncertainty;
-      a.clock.worst_rank = t.rank;
-    }
-  }
-  std::sort(a.timelines.begin(), a.timelines.end(),
-            [](const RankTimeline& x, const RankTimeline& y) { return x.rank < y.rank; });
+namespace {
 
-  const FeedIntervals feed = feed_intervals(a.timelines);
-  for (const auto& t : a.timelines) {
-    if (is_model_role(t.role)) a.model_ranks.push_back(analyze_model_rank(t, feed));
+// What the first pass keeps of the ranks besides TrainAnalysis itself.
+struct FirstPass {
+  FeedIntervals feed;
+  std::map<int, std::vector<SteadyWait>> steady_waits;  // model rank -> its steady batch waits
+  std::vector<FlowEnd> sends, receives;
+  std::map<int, int64_t> last_steps;
+  std::map<int, RankStalls> stalls;
+};
+
+// The rank's own numbers, then its timeline kept without spans and stalls.
+void summarise_rank(const RankTimeline& raw, TrainAnalysis& a, FirstPass& pass) {
+  RankTimeline t = align_to_reference(raw);
+  a.world_size = std::max({a.world_size, t.world_size, t.rank + 1});
+  if (a.settings.empty() && !t.settings.empty()) a.settings = t.settings;
+  if (a.injected_delay.is_null() && !t.injected_delay.is_null()) a.injected_delay = t.injected_delay;
+  a.dropped_spans += t.dropped_spans;
+  const int64_t uncertainty = t.clock.uncertainty_ns();
+  if (uncertainty > a.clock.max_uncertainty_ns) {
+    a.clock.max_uncertainty_ns = uncertainty;
+    a.clock.worst_rank = t.rank;
   }
-  // The steady window: every model rank's steady steps.
+  if (is_model_role(t.role)) a.model_ranks.push_back(analyze_model_rank(t, pass.steady_waits[t.rank]));
+  int64_t last_step = -1;
+  for (const Span& s : t.spans) {
+    last_step = std::max(last_step, s.step);
+    if (s.stage == Stage::send) pass.feed.sending[t.rank].emplace_back(s.start_ns, s.end_ns);
+    if (s.stage == Stage::batch_wait && s.peer >= 0) pass.feed.awaited[s.peer].emplace_back(s.start_ns, s.end_ns);
+  }
+  pass.last_steps[t.rank] = last_step;
+  collect_flow_ends(raw, t, pass.sends, pass.receives);
+  pass.stalls[t.rank] = RankStalls::of(t);
+  a.volume.push_back({t.rank, pass.stalls[t.rank].spans_start, pass.stalls[t.rank].spans_end,
+                      t.spans.size() + t.counters.size()});
+  t.spans = {};
+  if (t.resources.is_object()) t.resources.erase("stalls");
+  a.timelines.push_back(std::move(t));
+}
+
+// The steady window and the model role pooled, from every model rank's steps.
+void pool_model_ranks(TrainAnalysis& a) {
   a.steady.enough = !a.model_ranks.empty();
   a.steady.steady_steps = a.model_ranks.empty() ? 0 : SIZE_MAX;
   a.steady.start_ns = INT64_MAX;
   a.steady.end_ns = INT64_MIN;
   std::vector<const StepRecord*> role_steps;
   double total = 0, wait = 0, exposed = 0, transfer = 0;
-  std::map<int64_t, std::vector<double>> per_step;
+  std::map<int64_t, std::pair<double, size_t>> per_step;  // step -> (sum, count)
   for (const auto& m : a.model_ranks) {
     a.steady.steady_steps = std::min(a.steady.steady_steps, m.steady_steps);
     a.steady.warmup_steps = std::max(a.steady.warmup_steps, m.warmup_steps);
     if (m.steady_steps < min_steady_steps) a.steady.enough = false;
     for (const auto& s : m.steps) {
-      per_step[s.step].push_back(s.seconds);
+      auto& [sum, count] = per_step[s.step];
+      sum += s.seconds;
+      ++count;
       if (!s.steady) continue;
       role_steps.push_back(&s);
       a.steady.start_ns = std::min(a.steady.start_ns, s.start_ns);
@@ -469,20 +508,55 @@ TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
   a.input_wait_fraction = total > 0 ? wait / total : 0;
   a.allreduce_exposed_fraction = total > 0 ? exposed / total : 0;
   a.transfer_exposed_fraction = total > 0 ? transfer / total : 0;
-  for (const auto& [step, values] : per_step) {
-    double sum = 0;
-    for (double v : values) sum += v;
-    a.job_step_seconds.emplace_back(step, sum / static_cast<double>(values.size()));
+  for (const auto& [step, sum_count] : per_step) {
+    a.job_step_seconds.emplace_back(step, sum_count.first / static_cast<double>(sum_count.second));
   }
+}
+
+const auto rank_order = [](const auto& x, const auto& y) { return x.rank < y.rank; };
+
+}  // namespace
+
+TimelineSource timelines_in(const std::vector<RankTimeline>& timelines) {
+  return [&timelines](const std::function<bool(int)>& wanted, const TimelineVisitor& visit) {
+    for (const auto& t : timelines) {
+      if (wanted(t.rank)) visit(t);
+    }
+  };
+}
+
+TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
+  return analyze_train(timelines_in(timelines));
+}
+
+TrainAnalysis analyze_train(const TimelineSource& source) {
+  TrainAnalysis a;
+  FirstPass pass;
+  source([](int) { return true; }, [&](const RankTimeline& raw) { summarise_rank(raw, a, pass); });
+  std::sort(a.timelines.begin(), a.timelines.end(), rank_order);
+  std::sort(a.model_ranks.begin(), a.model_ranks.end(), rank_order);
+  std::sort(a.volume.begin(), a.volume.end(), rank_order);
+  merge_all(pass.feed.sending);
+  merge_all(pass.feed.awaited);
+  for (auto& m : a.model_ranks) m.transfer_exposed_fraction = transfer_exposed(m, pass.steady_waits[m.rank], pass.feed);
+  pass.steady_waits.clear();
+  pool_model_ranks(a);
+  // The second pass: the data ranks, against the steady window every model rank gave.
+  std::set<int> data_ranks;
   for (const auto& t : a.timelines) {
-    if (is_data_role(t.role)) a.data_ranks.push_back(analyze_data_rank(t, a.steady.start_ns, a.steady.end_ns, feed));
+    if (is_data_role(t.role)) data_ranks.insert(t.rank);
   }
-  a.clock.causality = check_causality(a.timelines);
-  a.clock.causality.violations_unaligned = check_causality(timelines).violations;
-  a.hang = hang_facts(a.timelines, a.world_size);
+  source([&](int rank) { return data_ranks.count(rank) > 0; }, [&](const RankTimeline& raw) {
+    if (!is_data_role(raw.role)) return;
+    a.data_ranks.push_back(analyze_data_rank(align_to_reference(raw), a.steady.start_ns, a.steady.end_ns, pass.feed));
+  });
+  std::sort(a.data_ranks.begin(), a.data_ranks.end(), rank_order);
+  a.clock.causality = check_causality(pass.sends, pass.receives);
+  a.hang = hang_facts(a.timelines, a.world_size, pass.last_steps);
   for (const auto& t : a.timelines) {
-    a.cpu.push_back(a.steady.enough ? analyze_rank_cpu(t, a.steady.start_ns, a.steady.end_ns)
-                                    : analyze_rank_cpu(t, 0, 0));
+    const RankStalls& stalls = pass.stalls[t.rank];
+    a.cpu.push_back(a.steady.enough ? analyze_rank_cpu(t, stalls, a.steady.start_ns, a.steady.end_ns)
+                                    : analyze_rank_cpu(t, stalls, 0, 0));
   }
   judge_descheduled(a.cpu);
   return a;

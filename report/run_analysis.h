@@ -8,7 +8,17 @@
 // last step ends with the rank's last model-stage span); its stage durations are the model-stage
 // spans (allreduce_overlapped excluded: it runs on its own lane, hidden under backward) that
 // start inside it. Steady state drops each model rank's first max(5, ceil(10%)) steps.
+//
+// SCALE. The analysis reads the timelines one at a time from a TimelineSource and keeps, per
+// rank, only what the verdicts need: its identity, status, channels, summary and counters, and on
+// a model rank one StepRecord per step (about 100 bytes). The spans themselves are dropped once
+// the rank is summarised, except those other ranks' numbers depend on, kept as small intervals:
+// the data ranks' sends and the batch waits naming them (transfer exposure, causality). The data
+// ranks are read a second time, once the steady window (which needs every model rank) is known.
+// So memory is the fixed part per rank plus ~100 bytes per model step and ~70 bytes per batch,
+// not the ~500 bytes per span (and several KB of JSON) of holding every timeline.
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -45,15 +55,27 @@ std::string describe_rank(const RankTimeline& timeline);
 // reference (rank 0) clock.
 RankTimeline align_to_reference(const RankTimeline& timeline);
 
+// The position of a model stage in model_step_stages, model_step_stages.size() for any other.
+constexpr size_t model_stage_index(Stage stage) {
+  for (size_t i = 0; i < model_step_stages.size(); ++i) {
+    if (model_step_stages[i] == stage) return i;
+  }
+  return model_step_stages.size();
+}
+
 struct StepRecord {
   int64_t step = -1;       // global step of the batch_wait that opened it
   int64_t start_ns = 0;    // aligned
   int64_t end_ns = 0;
   double seconds = 0;      // wall time of the step
-  std::array<double, timing::stage_count> stage_seconds{};  // model stages starting inside it
+  // Seconds of each model stage starting inside it, indexed as model_step_stages.
+  std::array<double, model_step_stages.size()> stage_seconds{};
   bool steady = false;
 
-  double stage(Stage stage) const { return stage_seconds[static_cast<size_t>(stage)]; }
+  double stage(Stage stage) const {
+    const size_t i = model_stage_index(stage);
+    return i < stage_seconds.size() ? stage_seconds[i] : 0;
+  }
   // The rank's own work in the step: forward + backward + optimizer. In synchronous data
   // parallelism every rank's wall step time is equalised by the all-reduce; this is not.
   double busy_seconds() const;
@@ -160,7 +182,10 @@ struct SteadyWindow {
 };
 
 struct TrainAnalysis {
-  std::vector<RankTimeline> timelines;  // aligned to rank 0, sorted by rank
+  // Every rank's timeline aligned to rank 0, sorted by rank, WITHOUT its spans and
+  // resources.stalls (dropped once analysed; the files keep them): identity, status, channels,
+  // settings, summary, counters.
+  std::vector<RankTimeline> timelines;
   int world_size = 0;
   nlohmann::json settings = nlohmann::json::object();  // from the first timeline that has them
   nlohmann::json injected_delay;                        // the first non-null one
@@ -180,13 +205,31 @@ struct TrainAnalysis {
   uint64_t dropped_spans = 0;
   // Per rank, whether it got the CPU over the steady window (cpu_analysis.h), sorted by rank.
   std::vector<RankCpu> cpu;
+  // Per rank, sorted: the extent of its aligned spans and its spans + counter samples, from which
+  // trace.json's selection is planned (chrome_trace.h).
+  struct RankVolume {
+    int rank = 0;
+    int64_t start_ns = INT64_MAX, end_ns = INT64_MIN;
+    size_t events = 0;
+  };
+  std::vector<RankVolume> volume;
   // RUN_DIR/padding.json ("sluice-padding/1", runtime/train/padding_summary.h): the padding of the
   // planned batches per bucket; null when the run did not write one. Set by the caller.
   nlohmann::json padding;
 };
 
-// `timelines` as read_timelines returns them (local clocks). Never throws on thin data: a run
-// with too few steps gets steady.enough = false.
+// Where the analysis reads timelines from, one at a time: calls `visit` with each timeline whose
+// rank `wanted` accepts (local clocks, in any order); the timeline lives only for the call. A
+// source may be asked more than once.
+using TimelineVisitor = std::function<void(const RankTimeline&)>;
+using TimelineSource = std::function<void(const std::function<bool(int rank)>& wanted, const TimelineVisitor& visit)>;
+
+// Timelines held in memory (the tests); `timelines` must outlive the source.
+TimelineSource timelines_in(const std::vector<RankTimeline>& timelines);
+
+// Never throws on thin data: a run with too few steps gets steady.enough = false.
+TrainAnalysis analyze_train(const TimelineSource& source);
+// `timelines` as read_timelines returns them (local clocks).
 TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines);
 
 }  // namespace sluice::report

@@ -481,21 +481,58 @@ std::string StallVerdict::headline() const {
   return name + (severity.empty() ? "" : " " + severity) + ": " + summary;
 }
 
+namespace {
+
+std::vector<double> sorted(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+// median() of `values` (sorted by value) without the i-th.
+double median_of_sorted_without(const std::vector<std::pair<double, int>>& values, size_t i) {
+  return median_of_ranked(values.size() - 1, [&](size_t k) { return values[k < i ? k : k + 1].first; });
+}
+
+// Per step, the median of the OTHER ranks' values: the step's values sorted once, each rank's
+// own value left out by its position (ranks x steps x log ranks, not ranks^2 x steps).
+std::map<int, std::vector<std::pair<double, double>>> step_residuals(
+    const std::map<int, std::map<int64_t, double>>& per_rank_step) {
+  std::map<int64_t, std::vector<std::pair<double, int>>> by_step;
+  for (const auto& [rank, steps] : per_rank_step) {
+    for (const auto& [step, value] : steps) by_step[step].emplace_back(value, rank);
+  }
+  std::map<int, std::map<int64_t, std::pair<double, double>>> by_rank;  // rank -> step -> (residual, value)
+  for (auto& [step, values] : by_step) {
+    if (values.size() < 2) continue;
+    std::sort(values.begin(), values.end());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double others_median = median_of_sorted_without(values, i);
+      by_rank[values[i].second][step] = {values[i].first - others_median, values[i].first};
+    }
+  }
+  std::map<int, std::vector<std::pair<double, double>>> result;
+  for (const auto& [rank, steps] : by_rank) {
+    for (const auto& [step, pair] : steps) result[rank].push_back(pair);
+  }
+  return result;
+}
+
+}  // namespace
+
 std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<double>>& per_rank,
                                               double reference_seconds) {
   std::vector<StragglerFinding> findings;
   if (per_rank.size() < 2) return findings;
+  std::vector<double> pool;
+  for (const auto& [rank, values] : per_rank) pool.insert(pool.end(), values.begin(), values.end());
+  const LeaveOutSample all(std::move(pool));
   for (const auto& [rank, values] : per_rank) {
-    if (values.empty()) continue;
-    std::vector<double> others;
-    for (const auto& [other, other_values] : per_rank) {
-      if (other != rank) others.insert(others.end(), other_values.begin(), other_values.end());
-    }
-    if (others.empty()) continue;
-    const double center = median(others);
+    if (values.empty() || all.size() == values.size()) continue;
+    const std::vector<double> mine = sorted(values);
+    const double center = all.median_without(mine);
     // A MAD of zero (identical values) would make every difference infinitely significant; the
     // floor keeps the rule on the 5% excess then.
-    const double mad = std::max(median_absolute_deviation(others, center), std::max(1e-9, 1e-4 * center));
+    const double mad = std::max(all.mad_without(mine, center), std::max(1e-9, 1e-4 * center));
     const double min_excess = straggler_min_excess * (reference_seconds > 0 ? reference_seconds : center);
     size_t flagged = 0;
     double total_excess = 0;
@@ -522,42 +559,37 @@ std::vector<StragglerFinding> find_step_stragglers(const std::map<int, std::map<
                                                    double reference_seconds) {
   std::vector<StragglerFinding> findings;
   if (per_rank_step.size() < 2) return findings;
-  // residual[r][step] = value - median of the other ranks' values in that step
+  // residual e = value - median of the other ranks' values in that step
+  const auto per_rank = step_residuals(per_rank_step);
   std::map<int, std::vector<double>> residuals, values;
-  for (const auto& [rank, steps] : per_rank_step) {
-    for (const auto& [step, value] : steps) {
-      std::vector<double> others;
-      for (const auto& [other, other_steps] : per_rank_step) {
-        const auto it = other_steps.find(step);
-        if (other != rank && it != other_steps.end()) others.push_back(it->second);
-      }
-      if (others.empty()) continue;
-      residuals[rank].push_back(value - median(others));
-      values[rank].push_back(value);
+  std::vector<double> residual_pool, value_pool;
+  for (const auto& [rank, pairs] : per_rank) {
+    for (const auto& [e, v] : pairs) {
+      residuals[rank].push_back(e);
+      values[rank].push_back(v);
     }
+    residual_pool.insert(residual_pool.end(), residuals[rank].begin(), residuals[rank].end());
+    value_pool.insert(value_pool.end(), values[rank].begin(), values[rank].end());
   }
+  const LeaveOutSample all_residuals(std::move(residual_pool)), all_values(std::move(value_pool));
   for (const auto& [rank, mine] : residuals) {
-    std::vector<double> others, other_values;
-    for (const auto& [other, theirs] : residuals) {
-      if (other == rank) continue;
-      others.insert(others.end(), theirs.begin(), theirs.end());
-      other_values.insert(other_values.end(), values[other].begin(), values[other].end());
-    }
-    if (others.empty() || mine.empty()) continue;
-    const double scale_center = median(others);
-    const double reference = reference_seconds > 0 ? reference_seconds : median(other_values);
-    const double mad = std::max(median_absolute_deviation(others, scale_center), std::max(1e-9, 1e-4 * reference));
-    size_t flagged = 0;
+    if (mine.empty() || all_residuals.size() == mine.size()) continue;
+    const std::vector<double> mine_sorted = sorted(mine), my_values = sorted(values[rank]);
+    const double scale_center = all_residuals.median_without(mine_sorted);
+    const double role_median = all_values.median_without(my_values);
+    const double reference = reference_seconds > 0 ? reference_seconds : role_median;
+    const double mad =
+        std::max(all_residuals.mad_without(mine_sorted, scale_center), std::max(1e-9, 1e-4 * reference));
+    size_t flagged = 0, consistent = 0;
     double total_excess = 0;
     for (double e : mine) {
       if (modified_z(e, 0, mad) > straggler_z && e >= straggler_min_excess * reference) ++flagged;
+      consistent += e >= straggler_min_excess * reference ? 1 : 0;
       total_excess += std::max(0.0, e);
     }
-    size_t consistent = 0;
-    for (double e : mine) consistent += e >= straggler_min_excess * reference ? 1 : 0;
     const double share = static_cast<double>(flagged) / static_cast<double>(mine.size());
     const double consistent_share = static_cast<double>(consistent) / static_cast<double>(mine.size());
-    const double rank_median = median(values[rank]), role_median = median(other_values);
+    const double rank_median = median(values[rank]);
     const bool by_z = share >= straggler_min_item_share;
     const bool by_ratio = consistent_share >= straggler_consistent_share && role_median > 0 &&
                           rank_median >= straggler_min_ratio * role_median;

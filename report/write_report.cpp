@@ -15,13 +15,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+DataError no_timelines(const fs::path& dir) {
+  return DataError((dir / "timeline").string() +
+                   ": no rank-N.json timelines, so there is nothing to report. Is this a run directory "
+                   "(train.run_dir) or a cache directory of `sluice prep`, written with runtime.timing on?");
+}
+
 std::vector<timing::RankTimeline> timelines_of(const fs::path& dir) {
   auto timelines = timing::read_timelines(dir);
-  if (timelines.empty()) {
-    throw DataError((dir / "timeline").string() +
-                    ": no rank-N.json timelines, so there is nothing to report. Is this a run directory "
-                    "(train.run_dir) or a cache directory of `sluice prep`, written with runtime.timing on?");
-  }
+  if (timelines.empty()) throw no_timelines(dir);
   return timelines;
 }
 
@@ -41,14 +43,31 @@ nlohmann::json padding_of(const fs::path& run_dir) {
   }
 }
 
-std::string train_report(const fs::path& run_dir, const std::vector<timing::RankTimeline>& timelines) {
-  TrainAnalysis analysis = analyze_train(timelines);
+// The ranks the verdicts name, for trace.json's selection.
+std::vector<int> named_ranks(const std::vector<StallVerdict>& verdicts) {
+  std::vector<int> ranks;
+  for (const auto& v : verdicts) {
+    if (v.rank >= 0) ranks.push_back(v.rank);
+    for (const char* key : {"busiest_data_rank", "descheduled_rank", "culprit"}) {
+      const auto it = v.numbers.find(key);
+      if (it != v.numbers.end() && it->is_number_integer() && it->get<int>() >= 0) ranks.push_back(it->get<int>());
+    }
+  }
+  return ranks;
+}
+
+std::string train_report(const fs::path& run_dir, const TimelineSource& source) {
+  TrainAnalysis analysis = analyze_train(source);
   analysis.padding = padding_of(run_dir);
   const auto verdicts = train_verdicts(analysis);
-  write_file_atomically(run_dir / "report.json", train_report_json(analysis, verdicts).dump(2) + "\n");
-  write_file_atomically(run_dir / "report.md", train_report_markdown(analysis, verdicts, run_dir.string()));
+  const TraceSelection selection = choose_trace(analysis, named_ranks(verdicts));
+  nlohmann::json report_json = train_report_json(analysis, verdicts);
+  report_json["trace_selection"] = selection.to_json();
+  write_file_atomically(run_dir / "report.json", report_json.dump(2) + "\n");
+  write_file_atomically(run_dir / "report.md", train_report_markdown(analysis, verdicts, run_dir.string()) +
+                                                   "\n## Trace\n\n" + selection.describe() + "\n");
   write_file_atomically(run_dir / "report.html", train_report_html(analysis, verdicts, run_dir.string()));
-  write_file_atomically(run_dir / "trace.json", chrome_trace(analysis.timelines).dump() + "\n");
+  write_chrome_trace(run_dir / "trace.json", source, selection);
   return verdict_lines(verdicts) + files_line(run_dir);
 }
 
@@ -72,13 +91,27 @@ std::string prep_report(const fs::path& cache_dir, const std::vector<timing::Ran
 
 }  // namespace
 
-std::string write_train_report(const fs::path& run_dir) { return train_report(run_dir, timelines_of(run_dir)); }
+TimelineSource timelines_on_disk(const fs::path& run_dir) {
+  return [files = timing::timeline_files(run_dir)](const std::function<bool(int)>& wanted, const TimelineVisitor& visit) {
+    for (const auto& [rank, file] : files) {
+      if (wanted(rank)) visit(timing::read_timeline(file));
+    }
+  };
+}
+
+std::string write_train_report(const fs::path& run_dir) {
+  if (timing::timeline_files(run_dir).empty()) throw no_timelines(run_dir);
+  return train_report(run_dir, timelines_on_disk(run_dir));
+}
 
 std::string write_prep_report(const fs::path& cache_dir) { return prep_report(cache_dir, timelines_of(cache_dir)); }
 
 std::string write_report(const fs::path& dir) {
-  const auto timelines = timelines_of(dir);
-  return timelines.front().job == "prep" ? prep_report(dir, timelines) : train_report(dir, timelines);
+  const auto files = timing::timeline_files(dir);
+  if (files.empty()) throw no_timelines(dir);
+  // The job from one file; a prep job has few ranks and is reported in memory.
+  if (timing::read_timeline(files.begin()->second).job == "prep") return prep_report(dir, timelines_of(dir));
+  return train_report(dir, timelines_on_disk(dir));
 }
 
 }  // namespace sluice::report

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include "report/run_analysis.h"
+
 namespace sluice::report {
 
 // RUN_DIR/timeline/rank-*.json (job "train") -> RUN_DIR/report.{md,json,html}, RUN_DIR/trace.json.
@@ -14,6 +16,9 @@ std::string write_train_report(const std::filesystem::path& run_dir);
 // CACHE_DIR/timeline/rank-*.json (job "prep") and CACHE_DIR/prep-report.json -> the same four
 // files in CACHE_DIR.
 std::string write_prep_report(const std::filesystem::path& cache_dir);
+
+// RUN_DIR/timeline/rank-N.json read one file at a time, each only when asked for.
+TimelineSource timelines_on_disk(const std::filesystem::path& run_dir);
 
 // Either of the above, chosen by the timelines' job.
 std::string write_report(const std::filesystem::path& dir);

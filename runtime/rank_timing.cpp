@@ -1,6 +1,7 @@
 #include "runtime/rank_timing.h"
 
 #include <cstdio>
+#include <sstream>
 
 #include "common/file_util.h"
 #include "common/log.h"
@@ -47,6 +48,15 @@ void RankTiming::write_failed(const fs::path& dir, const std::string& error, int
   }
 }
 
+// THE END-OF-RUN PROTOCOL (collective, every message on `tag`; between a pair of ranks MPI
+// keeps the order, so the three rounds cannot be confused):
+//  1. every rank writes its own RUN_DIR/timeline/rank-N.json and sends rank 0 one number, the
+//     size it wrote (-1 when the write failed);
+//  2. rank 0 checks each file on its own view of RUN_DIR (same size) and broadcasts the ranks it
+//     cannot see, "" when it sees all: the run directory is not shared (node-local disks);
+//  3. those ranks send their timeline to rank 0, which takes them one at a time and writes each.
+// So on a shared file system (the usual cluster) rank 0's memory and time grow with the ranks only
+// by one number and one stat() each, and without one by one timeline at a time.
 void RankTiming::write_finished(const fs::path& dir, const std::string& status, const nlohmann::json& summary,
                                 int tag) {
   auto& recorder = timing::SpanRecorder::global();
@@ -54,28 +64,20 @@ void RankTiming::write_finished(const fs::path& dir, const std::string& status, 
   timeline_.status = status;
   timeline_.summary = summary;
   take_recording();
-  const std::string mine = timeline_.to_json().dump();
-  // The timelines only explain the run: a disk too full for them (the job's own outputs are
-  // already written) is a warning, and the exchange below still happens, so no rank waits for one
-  // that failed here.
-  const auto write_or_warn = [&](const fs::path& path, auto&& write) {
-    try {
-      write();
-    } catch (const std::exception& error) {
-      log::get("runtime")->warn("the timeline {} could not be written ({}); `sluice report` will lack it",
-                                path.string(), error.what());
-    }
-  };
-  write_or_warn(timing::timeline_path(dir, session_.rank()), [&] { timing::write_timeline(dir, timeline_); });
-  const auto all = gather_strings(session_, mine, tag, timeout_s_, "the ranks' timelines");
-  if (session_.rank() != 0) return;
-  for (int r = 1; r < session_.size(); ++r) {
-    const fs::path path = timing::timeline_path(dir, r);
-    if (!fs::exists(path)) {
-      write_or_warn(path, [&] { write_file_atomically(path, all[static_cast<size_t>(r)] + "\n"); });
-    }
+  const std::string mine = timeline_.to_json().dump() + "\n";
+  int64_t written = -1;
+  try {
+    fs::create_directories(dir / "timeline");
+    write_file_atomically(timing::timeline_path(dir, session_.rank()), mine);
+    written = static_cast<int64_t>(mine.size());
+  } catch (const std::exception& error) {
+    log::get("runtime")->warn("could not write this rank's timeline ({}); sending it to rank 0", error.what());
   }
-  if (!recorder.enabled()) return;
+  const auto sizes = gather_strings(session_, std::to_string(written), tag, timeout_s_, "the ranks' timeline sizes");
+  const std::string unseen = broadcast_string(session_, session_.rank() == 0 ? ranks_not_seen(dir, sizes) : "", tag,
+                                              timeout_s_, "the timelines rank 0 cannot see");
+  collect_unseen(dir, unseen, mine, tag);
+  if (session_.rank() != 0 || !recorder.enabled()) return;
   try {
     // The verdict lines end with where the report was written.
     const std::string verdicts = report::write_report(dir);
@@ -84,6 +86,44 @@ void RankTiming::write_finished(const fs::path& dir, const std::string& status, 
   } catch (const std::exception& error) {
     log::get("runtime")->warn("the report could not be written ({}); the timelines are kept: run `sluice report {}`",
                               error.what(), dir.string());
+  }
+}
+
+std::string RankTiming::ranks_not_seen(const fs::path& dir, const std::vector<std::string>& sizes) const {
+  std::string unseen;
+  for (int r = 1; r < session_.size(); ++r) {
+    std::error_code error;
+    const auto size = fs::file_size(timing::timeline_path(dir, r), error);
+    if (error || std::to_string(size) != sizes[static_cast<size_t>(r)]) {
+      unseen += (unseen.empty() ? "" : " ") + std::to_string(r);
+    }
+  }
+  if (!unseen.empty()) {
+    log::get("runtime")->info("rank 0 does not see the timelines of ranks {} in {} (a run directory not on a shared "
+                              "file system?): they send them", unseen, dir.string());
+  }
+  return unseen;
+}
+
+void RankTiming::collect_unseen(const fs::path& dir, const std::string& unseen, const std::string& mine, int tag) {
+  std::istringstream ranks(unseen);
+  int place = 0;  // rank 0 takes them in order: the n-th sender may wait n deadlines
+  for (int r; ranks >> r; ++place) {
+    if (session_.rank() == r) {
+      send_string(session_, 0, tag, mine, deadline_after(timeout_s_ * (place + 1)), "this rank's timeline");
+    }
+    if (session_.rank() != 0) continue;
+    // One at a time: rank 0 holds one timeline, however many ranks send.
+    const std::string timeline = receive_string(session_, r, tag, deadline_after(timeout_s_), "its timeline");
+    // The timelines only explain the run: a disk too full for them (the job's own outputs are
+    // already written) is a warning, and the other senders are still taken, so none waits.
+    try {
+      fs::create_directories(dir / "timeline");
+      write_file_atomically(timing::timeline_path(dir, r), timeline);
+    } catch (const std::exception& error) {
+      log::get("runtime")->warn("the timeline of rank {} could not be written ({}); `sluice report` will lack it", r,
+                                error.what());
+    }
   }
 }
 

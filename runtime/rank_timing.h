@@ -7,11 +7,13 @@
 //  2. On a failure: this rank writes its timeline with the error and the rank it waited for, so
 //     that `sluice report DIR` can say who stopped where after the job is gone.
 //  3. At the end (collective): the closing clock estimate, this rank's DIR/timeline/rank-N.json,
-//     then rank 0 gathers every rank's timeline, writes those missing on its disk (node-local
-//     directories), and writes and prints the report (a report that fails is a warning: the
-//     timelines are on disk and `sluice report DIR` retries).
+//     then rank 0 checks it sees every rank's file (only the sizes travel), has the ones it cannot
+//     see sent over (node-local directories; protocol at write_finished in rank_timing.cpp), and
+//     writes and prints the report, reading the files one at a time (a report that fails is a
+//     warning: the timelines are on disk and `sluice report DIR` retries).
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +52,10 @@ class RankTiming {
   timing::CpuWatch cpu_watch_;
 
   void take_recording();  // spans, counters and resources into timeline_
+  // Rank 0: the ranks whose timeline it cannot see at the size they wrote ("3 17"), "" for none.
+  std::string ranks_not_seen(const std::filesystem::path& dir, const std::vector<std::string>& sizes) const;
+  // Collective: the `unseen` ranks send their timeline (`mine`) to rank 0, which writes them.
+  void collect_unseen(const std::filesystem::path& dir, const std::string& unseen, const std::string& mine, int tag);
 };
 
 }  // namespace sluice::runtime

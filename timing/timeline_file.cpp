@@ -122,22 +122,34 @@ void write_timeline(const fs::path& run_dir, const RankTimeline& timeline) {
   write_file_atomically(timeline_path(run_dir, timeline.rank), timeline.to_json().dump() + "\n");
 }
 
-std::vector<RankTimeline> read_timelines(const fs::path& run_dir) {
-  std::vector<RankTimeline> timelines;
+std::map<int, fs::path> timeline_files(const fs::path& run_dir) {
+  std::map<int, fs::path> files;
   const fs::path dir = run_dir / "timeline";
-  if (!fs::is_directory(dir)) return timelines;
+  if (!fs::is_directory(dir)) return files;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("rank-", 0) != 0 || entry.path().extension() != ".json") continue;
-    json j;
-    try {
-      j = json::parse(read_file(entry.path()));
-    } catch (const json::exception& error) {
-      throw DataError(entry.path().string() + ": not valid JSON (" + error.what() +
-                      "); the rank may have died while writing it: delete it and rerun `sluice report`");
-    }
-    timelines.push_back(RankTimeline::from_json(j, entry.path().string()));
+    const std::string number = name.substr(5, name.size() - 5 - 5);
+    if (number.empty() || number.find_first_not_of("0123456789") != std::string::npos) continue;
+    files[std::stoi(number)] = entry.path();
   }
+  return files;
+}
+
+RankTimeline read_timeline(const fs::path& file) {
+  json j;
+  try {
+    j = json::parse(read_file(file));
+  } catch (const json::exception& error) {
+    throw DataError(file.string() + ": not valid JSON (" + error.what() +
+                    "); the rank may have died while writing it: delete it and rerun `sluice report`");
+  }
+  return RankTimeline::from_json(j, file.string());
+}
+
+std::vector<RankTimeline> read_timelines(const fs::path& run_dir) {
+  std::vector<RankTimeline> timelines;
+  for (const auto& [rank, file] : timeline_files(run_dir)) timelines.push_back(read_timeline(file));
   std::sort(timelines.begin(), timelines.end(),
             [](const RankTimeline& a, const RankTimeline& b) { return a.rank < b.rank; });
   return timelines;

@@ -1,8 +1,9 @@
 #pragma once
 // The per-rank timeline file: everything one rank recorded about a run, written at exit (and on a
 // deadline or error, with what it had) to RUN_DIR/timeline/rank-N.json; `sluice report` reads
-// them. Rank 0 also gathers every rank's file over MPI at the end of a run and writes the ones it
-// lacks, so a run directory on a node-local disk still gets the whole set on rank 0's node.
+// them one at a time. At the end of a run rank 0 checks that it sees every rank's file (only
+// their sizes travel) and has the ones it cannot see sent over, so a run directory on a node-local
+// disk still gets the whole set on rank 0's node (runtime/rank_timing.cpp).
 //
 // FORMAT "sluice-timeline/1" (JSON object):
 //   format        "sluice-timeline/1"
@@ -32,6 +33,7 @@
 //                 intervals in which the process did not run (stopped or starved), its cgroup's
 //                 CPU quota; null when not measured
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -78,8 +80,14 @@ struct RankTimeline {
 // RUN_DIR/timeline/rank-N.json
 std::filesystem::path timeline_path(const std::filesystem::path& run_dir, int rank);
 void write_timeline(const std::filesystem::path& run_dir, const RankTimeline& timeline);
-// Every RUN_DIR/timeline/rank-*.json, sorted by rank. Throws DataError naming a bad file;
-// returns an empty vector when there is no timeline folder.
+// RUN_DIR/timeline/rank-N.json by rank N, without reading them; empty when there is no
+// timeline folder.
+std::map<int, std::filesystem::path> timeline_files(const std::filesystem::path& run_dir);
+// One timeline file. Throws DataError naming the file when it is not valid JSON or malformed.
+RankTimeline read_timeline(const std::filesystem::path& file);
+// Every RUN_DIR/timeline/rank-*.json, sorted by rank: all of them in memory at once, for small
+// runs and tests (the report reads them one at a time: timeline_files, read_timeline). Throws
+// DataError naming a bad file; returns an empty vector when there is no timeline folder.
 std::vector<RankTimeline> read_timelines(const std::filesystem::path& run_dir);
 
 }  // namespace sluice::timing

@@ -1,0 +1,106 @@
+// `sluice report` on cluster-sized runs made by tests/report/synthetic_cluster.h (a small
+// synthetic run cloned into 256 and 1,024 perturbed ranks, with a planted straggler model rank
+// and a planted slow data rank): the verdicts name exactly the planted ranks, and trace.json holds
+// a bounded selection that includes them and says what it left out. The time and memory this takes
+// against the rank count is a benchmark (bench/report/bench_report_scale.sh), not asserted here.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "report/chrome_trace.h"
+#include "report/write_report.h"
+#include "synthetic_cluster.h"
+#include "synthetic_run.h"
+
+namespace sluice::report {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct PlantedRun {
+  fs::path dir;
+  testing::ClusterPlan plan;
+};
+
+PlantedRun make_planted_run(int ranks) {
+  testing::SyntheticTrain small;
+  small.steps = 120;
+  small.noise = 0.002;
+  const auto tmpl = testing::make_train_timelines(small);
+  PlantedRun run;
+  run.plan.ranks = ranks;
+  testing::plant_default_ranks(run.plan, testing::cluster_shape(tmpl));
+  run.dir = fs::path(SLUICE_REPORT_TEST_DIR) / ("scale-" + std::to_string(ranks));
+  fs::remove_all(run.dir);
+  testing::write_synthetic_cluster(tmpl, run.plan, run.dir);
+  return run;
+}
+
+class ReportAtScale : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReportAtScale, NamesThePlantedRanksAndBoundsTheTrace) {
+  const PlantedRun run = make_planted_run(GetParam());
+  const std::string lines = write_train_report(run.dir);
+  const json report = json::parse(read_file(run.dir / "report.json"));
+  EXPECT_EQ(report["world_size"], GetParam());
+  std::set<int> stragglers;
+  for (const auto& v : report["verdicts"]) {
+    if (v["kind"] == "straggler") stragglers.insert(v["rank"].get<int>());
+  }
+  EXPECT_EQ(stragglers, (std::set<int>{run.plan.straggler_rank, run.plan.slow_data_rank})) << lines;
+
+  const json& selection = report["trace_selection"];
+  const auto kept = selection["ranks"].get<std::set<int>>();
+  EXPECT_EQ(kept.size(), trace_max_ranks);
+  EXPECT_EQ(selection["ranks_left_out"], GetParam() - static_cast<int>(trace_max_ranks));
+  for (int planted : {0, run.plan.straggler_rank, run.plan.slow_data_rank}) EXPECT_TRUE(kept.count(planted)) << planted;
+  EXPECT_LT(fs::file_size(run.dir / "trace.json"), 200u * 1000 * 1000);
+  const json trace = json::parse(read_file(run.dir / "trace.json"));
+  EXPECT_EQ(trace["otherData"]["selection"], selection);
+  std::set<int> processes;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") processes.insert(e["pid"].get<int>());
+  }
+  EXPECT_EQ(processes, kept);
+  EXPECT_NE(read_file(run.dir / "report.md").find("trace.json holds 64 of"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ReportAtScale, ::testing::Values(256, 1024),
+                         [](const ::testing::TestParamInfo<int>& param) { return std::to_string(param.param) + "ranks"; });
+
+// A small event budget: the trace keeps a window of consecutive steady steps within it, and says so.
+TEST(TraceSelection, AWindowOfStepsKeepsTheTraceUnderItsEventBudget) {
+  const PlantedRun run = make_planted_run(30);
+  const TrainAnalysis analysis = analyze_train(timelines_on_disk(run.dir));
+  const TraceSelection selection =
+      choose_trace(analysis, {run.plan.straggler_rank}, TraceLimits{8, 2'000});
+  ASSERT_TRUE(selection.window);
+  EXPECT_EQ(selection.ranks.size(), 8u);
+  EXPECT_GE(selection.first_step, analysis.steady.first_step);
+  EXPECT_LE(selection.last_step, analysis.steady.last_step);
+  EXPECT_LT(selection.last_step - selection.first_step + 1, 120);
+  write_chrome_trace(run.dir / "windowed-trace.json", timelines_on_disk(run.dir), selection);
+  const json trace = json::parse(read_file(run.dir / "windowed-trace.json"));
+  size_t events = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M") continue;
+    ++events;
+    if (e["ph"] == "X") {
+      EXPECT_GE(e["ts"].get<double>(), 0.0);
+      EXPECT_LE(e["ts"].get<double>(), static_cast<double>(selection.end_ns - selection.start_ns) / 1000.0);
+    }
+  }
+  EXPECT_LE(events, 2'000u * 3 / 2) << "flows come on top of the spans and counters planned";
+  EXPECT_GT(events, 2'000u / 2);
+  EXPECT_EQ(trace["otherData"]["selection"]["window"], true);
+  EXPECT_NE(selection.describe().find("steps " + std::to_string(selection.first_step)), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::report
