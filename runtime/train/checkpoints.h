@@ -33,12 +33,15 @@ class Checkpoints {
   std::filesystem::path dir_;
 };
 
-// Where the run is at `global_step`, as a checkpoint records it: the global step, its epoch and
-// step, and the plan's fingerprint (a resumed run must have the same plan).
+// Where the run is at `global_step`, as a checkpoint records it (PlanSchedule::record): the global
+// step, its epoch and step, the plan's fingerprint and model-rank count, and the segments of the
+// epoch trained before an elastic resume (epoch_segments: [{model_ranks, steps}, ...]).
 nlohmann::json checkpoint_position(const PlanSchedule& schedule, int64_t global_step);
 
-// --resume: the latest checkpoint's position in `run_dir`, checked against this run's plan.
-// Throws ConfigError when there is no checkpoint or the plan differs from the checkpoint's.
-nlohmann::json resume_position(const std::filesystem::path& run_dir, const PlanSchedule& schedule);
+// --resume: the latest checkpoint's position in `run_dir`; anchors `schedule` there
+// (PlanSchedule::resume: the same plan, or the rest of the epoch on another model-rank count,
+// then "elastic" is true in the result). Throws ConfigError when there is no checkpoint or the
+// plan differs from the checkpoint's in more than the number of model ranks.
+nlohmann::json resume_position(const std::filesystem::path& run_dir, PlanSchedule& schedule);
 
 }  // namespace sluice::runtime
