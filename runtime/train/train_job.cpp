@@ -368,6 +368,8 @@ int run_train(const MpiSession& session, const config::Config& config, const Tra
   context.delay = rank_timing.delay();
   StatusBoard status(session, settings.status_every_s);
   context.status = &status;
+  // Beats only to the ranks this one waits on and that wait on it (O(log ranks), not ranks - 1).
+  session.limit_heartbeat(heartbeat_peers(setup.roles, session.rank(), session.size()));
   FinishLine finish(session, settings.timeout_s, finish_line_watchers(session, setup, me));
   context.finish = &finish;
   context.features = feature_settings(settings, reader);

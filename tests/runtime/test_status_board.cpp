@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "runtime/train/finish_line.h"
+#include "runtime/train/role_plan.h"
 #include "runtime/train/status_board.h"
 #include "tests/support/mpi_gtest.h"
 
@@ -38,7 +40,9 @@ TEST(RankTree, EveryRankReachesRankZeroAndFanInStaysSmall) {
     }
     EXPECT_EQ(std::count(parent_count.begin(), parent_count.end(), 1), size - 1) << "size " << size;
     EXPECT_EQ(parent_count[0], 0);
-    if (size == 4096) EXPECT_EQ(most_children, 28u);  // rank 0: 7 per octal digit, 4 digits
+    if (size == 4096) {
+      EXPECT_EQ(most_children, 28u);  // rank 0: 7 per octal digit, 4 digits
+    }
   }
   EXPECT_EQ(RankTree::parent(013), 010);
   EXPECT_EQ(RankTree::parent(010), 0);
@@ -70,6 +74,36 @@ TEST(StatusSummary, MergesSumsTheSlowestAndTheFirstLateRank) {
   EXPECT_EQ(a.slowest, 9);
   EXPECT_EQ(a.late, 9);
   EXPECT_EQ(a.first_late, 12);
+}
+
+// The heartbeat's peers in `sluice train` at 4,096 ranks (512 nodes of 8: 1 data + 7 model
+// ranks): symmetric (a beat goes only where it is listened for), a handful per rank, every data
+// rank watched by its model ranks and every model rank by its data rank and its ring neighbours.
+TEST(HeartbeatPeers, SymmetricAndLogarithmicAt4096Ranks) {
+  std::vector<std::string> hosts;
+  for (int r = 0; r < 4096; ++r) hosts.push_back("node" + std::to_string(r / 8));
+  const RolePlan roles = plan_roles(RolePlanRequest(hosts));
+  std::vector<std::vector<int>> peers;
+  size_t most = 0, total = 0;
+  for (int r = 0; r < 4096; ++r) {
+    peers.push_back(heartbeat_peers(roles, r, 4096));
+    most = std::max(most, peers.back().size());
+    total += peers.back().size();
+  }
+  for (int r = 0; r < 4096; ++r) {
+    for (int p : peers[static_cast<size_t>(r)]) {
+      const auto& back = peers[static_cast<size_t>(p)];
+      ASSERT_TRUE(std::find(back.begin(), back.end(), r) != back.end()) << r << " watches " << p << " but not back";
+    }
+    const RankPlacement& me = roles.at(r);
+    for (int fed : me.feeds) {
+      ASSERT_TRUE(std::count(peers[static_cast<size_t>(r)].begin(), peers[static_cast<size_t>(r)].end(), fed));
+    }
+  }
+  EXPECT_LE(most, 40u);  // rank 0: 28 tree children + its 7 model ranks (some the same)
+  std::printf("heartbeat peers at 4096 ranks: at most %zu, %zu beats per interval in all (every rank to every "
+              "other: %d)\n", most, total, 4096 * 4095);
+  EXPECT_LT(total, size_t{4096} * 16);
 }
 
 // Every rank but `silent` posts as a model rank (samples/s = rank + 1) every 0.1 s for 3 s with
@@ -104,7 +138,9 @@ TEST(StatusBoardMpi, RankZeroSumsEveryReportingRankAndNamesTheSilentOne) {
       EXPECT_EQ(s.first_late, silent);
       const std::string line = StatusBoard::render(s, *session);
       std::printf("%s\n", line.c_str());
-      if (silent >= 0) EXPECT_NE(line.find("first rank 10"), std::string::npos) << line;
+      if (silent >= 0) {
+        EXPECT_NE(line.find("first rank 10"), std::string::npos) << line;
+      }
     }
     MPI_Barrier(session->world());  // nobody's board goes while another still sends to it
   }
