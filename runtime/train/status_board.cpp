@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "common/log.h"
 
@@ -10,6 +11,8 @@ namespace sluice::runtime {
 namespace {
 
 constexpr int status_tag = 7310;
+// Sent as its bytes between ranks of one job (one binary, one layout).
+static_assert(std::is_trivially_copyable_v<StatusSummary>, "StatusSummary travels as bytes");
 // A child's summary older than this many intervals marks its subtree late.
 constexpr double late_after_intervals = 3.0;
 
