@@ -243,13 +243,15 @@ IndexSummary write_index(const fs::path& dir, const std::vector<fs::path>& shard
   // Written under a temporary name and published whole: a reader never sees half an index.
   const fs::path temporary = durable::temporary_name(index_path);
   const h5::Where where{temporary.string(), ""};
+  auto held = h5::lock();
+  h5::File file;
   try {
-    auto held = h5::lock();
-    h5::File file = h5::create_file(temporary.string());
+    file = h5::create_file(temporary.string());
     write_index_contents(file, gatherer.index(), summary, where);
     file.close(where);
     durable::publish(temporary, index_path);
   } catch (...) {
+    file.abandon();  // its close would fail again (the same full disk): the error is already on its way
     std::error_code ignored;
     fs::remove(temporary, ignored);
     throw;

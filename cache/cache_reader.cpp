@@ -21,6 +21,29 @@ std::string verify_advice(const fs::path& dir) {
          "` to list what is damaged, then rebuild the cache with `sluice prep`";
 }
 
+// Every shard the manifest lists is there with the size it had when the cache was finished: a
+// missing, truncated or grown shard is named now (one stat per shard), not when a run first reads
+// it, possibly hours later. Content damage of the same size is the checksums' job (read time and
+// `sluice cache verify`).
+void check_shard_files(const fs::path& dir, const std::vector<ManifestShard>& shards) {
+  for (const ManifestShard& shard : shards) {
+    const fs::path path = dir / shard.file;
+    std::error_code error;
+    const auto bytes = fs::file_size(path, error);
+    if (error) {
+      throw CacheError("shard " + path.string() + " listed in " + (dir / Manifest::file_name).string() +
+                       (error == std::errc::no_such_file_or_directory ? " is missing" : " cannot be read: " + error.message()) +
+                       "; rerun `sluice prep` with the same settings to rebuild it (it keeps the other shards), "
+                       "or run `sluice cache verify " + dir.string() + "` to list every problem");
+    }
+    if (static_cast<int64_t>(bytes) != shard.bytes) {
+      throw CacheError("shard " + path.string() + " has " + std::to_string(bytes) + " bytes, but the manifest says " +
+                       std::to_string(shard.bytes) + ": it was " + (static_cast<int64_t>(bytes) < shard.bytes ? "truncated or replaced" : "changed or replaced") +
+                       " after the cache was built; " + verify_advice(dir));
+    }
+  }
+}
+
 }  // namespace
 
 struct CacheReader::State {
@@ -217,6 +240,7 @@ CacheReader CacheReader::open(const fs::path& dir, int64_t chunk_cache_bytes) {
     s.slot_of_shard[static_cast<size_t>(shard.shard)] = static_cast<int32_t>(s.slots.size());
     s.slots.push_back({dir / shard.file, shard.samples, nullptr});
   }
+  check_shard_files(dir, manifest.shards);
 
   const size_t n = static_cast<size_t>(index.size());
   s.entries.resize(n);

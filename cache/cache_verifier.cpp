@@ -78,6 +78,29 @@ class Verifier {
     return std::move(result_);
   }
 
+  // One shard on its own, before a manifest exists (prep deciding whether to keep it): every
+  // check of check_shard but those against the manifest's entry and the index.
+  VerifyResult run_shard(const fs::path& path, const std::string& fingerprint) {
+    Manifest manifest;
+    manifest.fingerprint = fingerprint;
+    ManifestShard entry;
+    entry.file = path.filename().string();
+    entry.shard = parse_shard_file_name(path);
+    std::error_code error;
+    if (!fs::is_regular_file(path, error)) {
+      fault(entry.file, -1, "", "missing");
+      return std::move(result_);
+    }
+    auto held = h5::lock();
+    ShardRead shard;
+    if (open_shard(manifest, entry, path, shard)) {
+      ++result_.shards_checked;
+      check_shard_contents(entry.file, shard);
+      result_.samples_checked += shard.rows;
+    }
+    return std::move(result_);
+  }
+
  private:
   // index.h5's columns as check_index read them, and its rows of each shard in index order.
   struct IndexView : IndexColumns {
@@ -526,6 +549,15 @@ class Verifier {
       return;
     }
     ++result_.shards_checked;
+    check_shard_contents(label, shard);
+    check_against_manifest(label, path, entry, shard);
+    check_against_index(label, m, entry, shard);
+    result_.samples_checked += shard.rows;
+  }
+
+  // Every chunk's checksum, the offsets, the chunk address table, the per-bin sums, the strings'
+  // digest and the shapes: what a shard says about itself.
+  void check_shard_contents(const std::string& label, ShardRead& shard) {
     read_shard_columns(label, shard);
     check_chunk_addresses(shard.file.id(), label, shard.mel_offsets, shard.mel_offsets_ok, shard.ids);
     const int64_t mel_rows = shard.mel_read.dims.empty() ? -1 : static_cast<int64_t>(shard.mel_read.dims[0]);
@@ -533,9 +565,6 @@ class Verifier {
                    shard.sum_mel && shard.mel_read.ok ? &shard.from_mel : nullptr);
     check_strings_digest(label, shard);
     check_shapes(label, shard);
-    check_against_manifest(label, path, entry, shard);
-    check_against_index(label, m, entry, shard);
-    result_.samples_checked += shard.rows;
   }
 
   // Opens the shard and checks its attributes against the manifest and the index. False when the
@@ -985,5 +1014,9 @@ nlohmann::json VerifyResult::to_json() const {
 }
 
 VerifyResult verify_cache(const fs::path& dir) { return Verifier(dir).run(); }
+
+VerifyResult verify_shard(const fs::path& shard_file, const std::string& expected_fingerprint) {
+  return Verifier(shard_file.parent_path()).run_shard(shard_file, expected_fingerprint);
+}
 
 }  // namespace sluice::cache

@@ -40,4 +40,10 @@ struct VerifyResult {
 // Never throws for a damaged cache: every problem found becomes a fault (a missing manifest too).
 VerifyResult verify_cache(const std::filesystem::path& dir);
 
+// One shard file on its own (no manifest or index needed): every chunk's checksum, the strings'
+// digest, offsets, shapes, per-bin sums and the chunk address table, and that it carries
+// `expected_fingerprint` and the shard number of its name. What `sluice prep` checks before it
+// keeps a shard from an earlier run. Never throws for a damaged shard.
+VerifyResult verify_shard(const std::filesystem::path& shard_file, const std::string& expected_fingerprint);
+
 }  // namespace sluice::cache

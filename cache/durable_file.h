@@ -30,15 +30,34 @@ inline bool is_temporary_name(const std::string& name) {
 
 inline void fsync_path(const std::filesystem::path& path, bool directory) {
   int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) {
-    throw CacheError("cannot open " + path.string() + " to fsync it: " + std::strerror(errno));
-  }
+  if (fd < 0) throw_file_error(errno, "open (to fsync it)", path.string(), ErrorKind::cache);
   int status = ::fsync(fd);
   int saved = errno;
   ::close(fd);
-  if (status != 0) {
-    throw CacheError("fsync of " + path.string() + " failed: " + std::strerror(saved) +
-                     " (is the disk full or the file system read-only?)");
+  if (status != 0) throw_file_error(saved, "fsync", path.string(), ErrorKind::cache);
+}
+
+// Creates (truncating) `path` and writes `content` to it with write(2), so that a failure keeps
+// its errno (a full disk is an EnvironmentError naming the path). The file is removed on failure.
+inline void write_whole_file(const std::filesystem::path& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_file_error(errno, "create", path.string(), ErrorKind::cache);
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int saved = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      throw_file_error(saved, "write", path.string(), ErrorKind::cache);
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    const int saved = errno;
+    ::unlink(path.c_str());
+    throw_file_error(saved, "write", path.string(), ErrorKind::cache);
   }
 }
 
@@ -48,8 +67,8 @@ inline void publish(const std::filesystem::path& temporary,
                     const std::filesystem::path& final_path) {
   fsync_path(temporary, false);
   if (std::rename(temporary.c_str(), final_path.c_str()) != 0) {
-    throw CacheError("cannot rename " + temporary.string() + " to " + final_path.string() + ": " +
-                     std::strerror(errno));
+    throw_file_error(errno, "rename to " + final_path.filename().string() + " the file", temporary.string(),
+                     ErrorKind::cache);
   }
   std::filesystem::path parent = final_path.parent_path();
   fsync_path(parent.empty() ? std::filesystem::path(".") : parent, true);

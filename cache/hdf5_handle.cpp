@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -10,7 +12,7 @@ namespace sluice::cache::h5 {
 namespace {
 
 std::recursive_mutex hdf5_mutex;
-std::once_flag silence_once;
+std::once_flag no_atexit_once;
 
 herr_t collect_error(unsigned /*n*/, const H5E_error2_t* error, void* data) {
   auto& lines = *static_cast<std::vector<std::string>*>(data);
@@ -54,29 +56,60 @@ RowSelection select_rows(const Dataset& dataset, hsize_t first, hsize_t count, c
 }  // namespace
 
 std::unique_lock<std::recursive_mutex> lock() {
+  // Before the library's first call in this process (it initialises then): no clean-up at exit.
+  // HDF5's atexit handler (H5_term_library) closes every file still open. A file whose H5Fclose
+  // failed (the disk filled while its metadata was flushed) stays registered half-closed, and
+  // closing it again at exit dereferences freed state: SIGSEGV in H5F__close_cb after main
+  // returned, replacing the job's clear error and exit code with a crash. Every file sluice
+  // writes is closed (or given up, its temporary removed) by its handle before exit, and a
+  // process's exit releases what is left, so nothing is lost by skipping that clean-up.
+  std::call_once(no_atexit_once, [] { H5dont_atexit(); });
   std::unique_lock<std::recursive_mutex> held(hdf5_mutex);
   // The exception carries the useful part of the stack; printing it as well would only add
   // noise (and would print for errors the caller handles, such as probing a missing attribute).
-  std::call_once(silence_once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  // Debian's HDF5 is built thread-safe, and there the error stack and its printing are per
+  // thread: switching printing off once would leave it on in the prep writer thread, which then
+  // dumped ~140 lines of HDF5 diagnostics before sluice's own message. So once per thread.
+  thread_local bool silenced = false;
+  if (!silenced) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    silenced = true;
+  }
   return held;
 }
 
-std::string take_error_detail() {
+ErrorStack take_error_stack() {
   std::vector<std::string> lines;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect_error, &lines);
   H5Eclear2(H5E_DEFAULT);
-  std::string detail;
+  ErrorStack stack;
+  // The file drivers report a failed system call as "... errno = 28, error message = '...' ...":
+  // that errno says what went wrong far better than the stack, and the line itself (time,
+  // buffer address, file descriptor) is noise once it is known.
+  for (std::string& line : lines) {
+    const size_t at = line.find("errno = ");
+    if (at == std::string::npos) continue;
+    stack.error_number = std::atoi(line.c_str() + at + 8);
+    line = line.substr(0, line.find(':')) + "(): " + std::strerror(stack.error_number);
+    break;
+  }
   // The innermost entries say what went wrong; the outer ones only how the call got there.
   const size_t shown = std::min<size_t>(lines.size(), 3);
-  for (size_t i = 0; i < shown; ++i) detail += (i ? " <- " : "") + lines[i];
-  if (lines.size() > shown) detail += " <- ...";
-  return detail;
+  for (size_t i = 0; i < shown; ++i) stack.detail += (i ? " <- " : "") + lines[i];
+  if (lines.size() > shown) stack.detail += " <- ...";
+  return stack;
 }
 
+std::string take_error_detail() { return take_error_stack().detail; }
+
 void fail(const char* call, const Where& where) {
-  std::string detail = take_error_detail();
+  const ErrorStack stack = take_error_stack();
+  if (is_environment_errno(stack.error_number)) {
+    throw EnvironmentError(describe_errno(stack.error_number) + ": HDF5 " + call + " on " + where.describe() +
+                           "; " + environment_advice(stack.error_number, where.file));
+  }
   throw CacheError("HDF5 " + std::string(call) + " failed for " + where.describe() +
-                   (detail.empty() ? std::string() : ": " + detail));
+                   (stack.detail.empty() ? std::string() : ": " + stack.detail));
 }
 
 void log_close_failure(const char* kind, hid_t id) noexcept {
@@ -85,6 +118,13 @@ void log_close_failure(const char* kind, hid_t id) noexcept {
                             static_cast<long long>(id));
   } catch (...) {
     // Logging must not turn a destructor into a throwing one.
+  }
+}
+
+void log_abandoned_close(const char* kind, const std::string& detail) noexcept {
+  try {
+    log::get("cache")->debug("closing an HDF5 {} given up after an error failed too: {}", kind, detail);
+  } catch (...) {
   }
 }
 

@@ -21,7 +21,9 @@
 
 namespace sluice::cache::h5 {
 
-// The process-wide HDF5 lock. The first call also turns off HDF5's automatic error printing.
+// The process-wide HDF5 lock. The first call in each thread turns off HDF5's automatic error
+// printing for that thread (HDF5's error stacks are per thread); the first call in the process
+// also keeps HDF5 from cleaning up at exit (see the definition for why).
 std::unique_lock<std::recursive_mutex> lock();
 
 // Where a call happened, for messages: a file and an object in it ("/mel", "attribute shard").
@@ -37,7 +39,16 @@ struct Where {
 // data error detected by Fletcher32 checksum <- ..."); clears the stack. Empty when there is none.
 std::string take_error_detail();
 
-// Throws CacheError "HDF5 <call> failed for <file> (<object>): <detail>".
+// The same, plus the errno of a failed system call reported by HDF5's file driver (0: none).
+struct ErrorStack {
+  std::string detail;
+  int error_number = 0;
+};
+ErrorStack take_error_stack();
+
+// Throws CacheError "HDF5 <call> failed for <file> (<object>): <detail>", or EnvironmentError
+// "no space left on device: HDF5 <call> on <file> (<object>); <what to do>" when the
+// file system refused (ENOSPC, EDQUOT, EROFS, EACCES, EPERM).
 [[noreturn]] void fail(const char* call, const Where& where);
 
 // Returns result when it is not negative (HDF5's error convention for herr_t, htri_t and hid_t).
@@ -49,6 +60,8 @@ Result check(Result result, const char* call, const Where& where) {
 
 // Logs a failed close (used by destructors; never throws).
 void log_close_failure(const char* kind, hid_t id) noexcept;
+// Logs, at debug level, the failed close of an object given up after an error (never throws).
+void log_abandoned_close(const char* kind, const std::string& detail) noexcept;
 
 struct FileKind {
   static constexpr const char* name = "file";
@@ -114,6 +127,18 @@ class Handle {
       }
     } catch (...) {
       log_close_failure(Kind::name, id);
+    }
+  }
+
+  // Closes now after a failure already reported (a write that failed, e.g. on a full disk): a
+  // failing close is expected then and only logged at debug level. Never throws.
+  void abandon() noexcept {
+    if (id_ < 0) return;
+    hid_t id = std::exchange(id_, H5I_INVALID_HID);
+    try {
+      auto held = lock();
+      if (Kind::close(id) < 0) log_abandoned_close(Kind::name, take_error_detail());
+    } catch (...) {
     }
   }
 

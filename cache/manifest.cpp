@@ -161,16 +161,7 @@ Manifest Manifest::read(const fs::path& dir) {
 void Manifest::write(const fs::path& dir) const {
   const fs::path path = dir / file_name;
   const fs::path temporary = durable::temporary_name(path);
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << to_json().dump(2) << '\n';
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      throw CacheError("cannot write " + temporary.string() + " (disk full or read-only?)");
-    }
-  }
+  durable::write_whole_file(temporary, to_json().dump(2) + "\n");
   try {
     durable::publish(temporary, path);
   } catch (...) {

@@ -44,7 +44,7 @@ inline constexpr const char* mel_chunk_addresses = "mel_chunk_addresses";
 inline constexpr const char* mel_sum = "mel_sum";
 inline constexpr const char* mel_sum_sq = "mel_sum_sq";
 // Chunks (and other objects of 1 KiB or more) start at multiples of this many bytes, so a chunk
-// in a memory-mapped shard is aligned for float access.
+// read into memory whole (or mapped by another reader) is aligned for float access.
 inline constexpr uint64_t file_alignment = 64;
 // The string datasets of a shard, in the order strings_xxh64 covers them.
 inline constexpr std::array<const char*, 5> shard_string_columns = {id, text, language, speaker,

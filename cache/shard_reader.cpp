@@ -1,7 +1,6 @@
 #include "cache/shard_reader.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,24 +46,53 @@ struct ShardReader::Impl {
   int64_t rows = 0;
   std::vector<int64_t> mel_offsets, token_offsets;  // loaded when opened: n + 1 each
   // How /mel is read (read_mel_pieces), fastest first:
-  //  mapped: the shard is memory-mapped and each chunk is taken at its address from
-  //          /mel_chunk_addresses (checked against HDF5's chunk index when opened);
+  //  addressed: each chunk is read with one pread(2) at its address from /mel_chunk_addresses
+  //          (checked against HDF5's chunk index when opened);
   //  direct: each chunk is read as stored with H5Dread_chunk;
   //  (both verify every chunk's fletcher32 themselves, as HDF5's filter would)
   //  hdf5:   H5Dread through HDF5's filter pipeline (gzip, foreign layouts, big-endian hosts).
-  enum class MelPath { hdf5, direct, mapped } mel_path = MelPath::hdf5;
+  //
+  // Why pread and not mmap (this path mapped the file until issue 17): a shard truncated or
+  // rewritten in place while a run reads it turns every access to a mapped page past the new end
+  // into SIGBUS, which kills the process with no file named, in whichever thread touched it. A
+  // SIGBUS handler with siglongjmp would have to jump out of the caller's consume() (skipping
+  // C++ destructors) and is process-wide state. pread instead returns fewer bytes than asked,
+  // which becomes an error naming the shard. Its cost is one copy of each 40 KiB chunk into a
+  // buffer that stays in the L2 cache, where the checksum and consume() then read it
+  // (docs/cache-format.md has the measured rates).
+  enum class MelPath { hdf5, direct, addressed } mel_path = MelPath::hdf5;
   hsize_t mel_chunk_rows = 0;
   size_t chunk_values = 0;                  // floats of data in one chunk
-  mutable std::vector<float> chunk_buffer;  // direct: one stored chunk (data, 4-byte checksum)
-  std::vector<uint64_t> chunk_addresses;    // mapped: file address of each /mel chunk
-  const uint8_t* map = nullptr;             // mapped: the whole file, read-only
-  size_t map_bytes = 0;
+  mutable std::vector<float> chunk_buffer;  // direct, addressed: one stored chunk (data, 4-byte checksum)
+  std::vector<uint64_t> chunk_addresses;    // addressed: file address of each /mel chunk
+  int fd = -1;                              // addressed: the shard, open read-only
 
   Impl() = default;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
-    if (map != nullptr) ::munmap(const_cast<uint8_t*>(map), map_bytes);
+    if (fd >= 0) ::close(fd);
+  }
+
+  // addressed: the stored bytes of the chunk at `address` into chunk_buffer. A short read means
+  // the file is now shorter than when it was opened (truncated, or replaced in place).
+  const float* read_addressed_chunk(uint64_t address, hsize_t chunk_first, const h5::Where& at) const {
+    const size_t stored = chunk_values * sizeof(float) + 4;
+    auto* into = reinterpret_cast<uint8_t*>(chunk_buffer.data());
+    size_t done = 0;
+    while (done < stored) {
+      const ssize_t n = ::pread(fd, into + done, stored - done, static_cast<off_t>(address + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = n < 0 ? std::strerror(errno) : "the file ends there";
+        throw CacheError(at.describe() + ": cannot read the chunk of frames " + std::to_string(chunk_first) + ".." +
+                         std::to_string(chunk_first + mel_chunk_rows - 1) + " at byte " + std::to_string(address + done) +
+                         " (" + why + "): the shard was truncated or changed after it was opened. Run `sluice cache "
+                         "verify " + info.path.parent_path().string() + "` and rerun `sluice prep` to rebuild it");
+      }
+      done += static_cast<size_t>(n);
+    }
+    return chunk_buffer.data();
   }
 
   // Checks the chunk of /mel starting at frame chunk_first: `bytes` holds its data and checksum.
@@ -87,8 +115,8 @@ struct ShardReader::Impl {
     }
   }
 
-  // Switches /mel to the mapped path when /mel_chunk_addresses is there and right.
-  void map_chunks() {
+  // Switches /mel to the addressed path when /mel_chunk_addresses is there and right.
+  void use_chunk_addresses() {
     const h5::Where at = where.with(std::string("/") + layout::mel_chunk_addresses);
     h5::Dataset table = open(layout::mel_chunk_addresses);
     const hsize_t frames = h5::extent(mel, where.with("/mel")).at(0);
@@ -118,19 +146,9 @@ struct ShardReader::Impl {
                          std::to_string(c) + " (was the file rewritten, e.g. by h5repack?)");
       }
     }
-    const int fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(info.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw CacheError("cannot open " + where.file + ": " + std::strerror(errno));
-    void* mapped = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
-    const int saved = errno;
-    ::close(fd);
-    if (mapped == MAP_FAILED) {
-      throw CacheError("cannot mmap " + where.file + ": " + std::strerror(saved));
-    }
-    map = static_cast<const uint8_t*>(mapped);
-    map_bytes = file_bytes;
-    mel_path = MelPath::mapped;
-    chunk_buffer.clear();
-    chunk_buffer.shrink_to_fit();
+    mel_path = MelPath::addressed;
   }
 
   h5::Dataset open(const char* name) const {
@@ -215,7 +233,7 @@ ShardReader::ShardReader(fs::path path, int64_t chunk_cache_bytes)
       s.chunk_buffer.resize(s.chunk_values + 1);
       if (h5::has_link(s.file.id(), layout::mel_chunk_addresses, s.where)) {
         try {
-          s.map_chunks();
+          s.use_chunk_addresses();
         } catch (const CacheError& failure) {
           log::get("cache")->warn("{}; reading /mel through HDF5 instead (slower)", failure.what());
         }
@@ -279,9 +297,8 @@ void ShardReader::read_mel_pieces(int64_t first, int64_t count,
   for (hsize_t chunk_first = begin / chunk_rows * chunk_rows; chunk_first < end;
        chunk_first += chunk_rows) {
     const float* chunk = nullptr;
-    if (s.mel_path == Impl::MelPath::mapped) {
-      // Aligned (file_alignment) and in bounds: both checked when the table was loaded.
-      chunk = reinterpret_cast<const float*>(s.map + s.chunk_addresses[chunk_first / chunk_rows]);
+    if (s.mel_path == Impl::MelPath::addressed) {
+      chunk = s.read_addressed_chunk(s.chunk_addresses[chunk_first / chunk_rows], chunk_first, at);
     } else {
       const hsize_t offset[2] = {chunk_first, 0};
       uint32_t filter_mask = 0;

@@ -156,8 +156,14 @@ struct ShardWriter::Impl {
   }
 
   void discard() noexcept {
-    mel.reset();
-    file.reset();
+    // After a failed write (a full disk) closing fails too: expected, so not a second warning.
+    if (failed) {
+      mel.abandon();
+      file.abandon();
+    } else {
+      mel.reset();
+      file.reset();
+    }
     std::error_code error;
     if (fs::remove(temporary_path, error)) {
       try {

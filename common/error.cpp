@@ -1,5 +1,10 @@
 #include "common/error.h"
 
+#include <cerrno>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+
 namespace sluice {
 
 const char* to_string(ErrorKind kind) {
@@ -9,8 +14,49 @@ const char* to_string(ErrorKind kind) {
     case ErrorKind::cache: return "cache error";
     case ErrorKind::transport: return "transport error";
     case ErrorKind::internal: return "internal error";
+    case ErrorKind::environment: return "environment error";
   }
   return "error";
+}
+
+bool is_environment_errno(int error_number) {
+  switch (error_number) {
+    case ENOSPC:
+    case EDQUOT:
+    case EROFS:
+    case EACCES:
+    case EPERM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string describe_errno(int error_number) {
+  std::string text = std::strerror(error_number);
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+std::string environment_advice(int error_number, const std::string& path) {
+  // df needs a path that exists: the file's directory (the file itself may be a removed temporary).
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  switch (error_number) {
+    case ENOSPC: return "free space on that file system (df -h " + (dir.empty() ? "." : dir) + ") or write elsewhere, then rerun";
+    case EDQUOT: return "your disk quota is used up: free space within it (quota -s) or write elsewhere, then rerun";
+    case EROFS: return "that file system is mounted read-only: write elsewhere, then rerun";
+    case EACCES:
+    case EPERM: return "this user may not write there: fix the permissions (ls -ld) or write elsewhere, then rerun";
+    default: return "";
+  }
+}
+
+void throw_file_error(int error_number, const std::string& action, const std::string& path, ErrorKind otherwise) {
+  if (is_environment_errno(error_number)) {
+    throw EnvironmentError(describe_errno(error_number) + ": cannot " + action + " " + path + "; " +
+                           environment_advice(error_number, path));
+  }
+  throw Error(otherwise, "cannot " + action + " " + path + ": " + std::strerror(error_number));
 }
 
 }  // namespace sluice

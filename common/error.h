@@ -9,7 +9,10 @@
 
 namespace sluice {
 
-enum class ErrorKind { config, data, cache, transport, internal };
+// environment: the machine refused what the job needed (no space left on the device, a quota, a
+// read-only file system, no permission). Nothing in the inputs or the cache is wrong: fix the
+// machine (free space, mount, permissions) and rerun; a prep rerun resumes.
+enum class ErrorKind { config, data, cache, transport, internal, environment };
 
 const char* to_string(ErrorKind kind);
 
@@ -45,5 +48,29 @@ class TransportError : public Error {
  public:
   explicit TransportError(const std::string& message) : Error(ErrorKind::transport, message) {}
 };
+
+// The file system or the machine refused: ENOSPC, EDQUOT, EROFS, EACCES, EPERM. The message names
+// the path and the reason, and says what to do.
+class EnvironmentError : public Error {
+ public:
+  explicit EnvironmentError(const std::string& message) : Error(ErrorKind::environment, message) {}
+};
+
+// Whether a failed system call's errno means the environment refused (see EnvironmentError)
+// rather than a bug or bad data.
+bool is_environment_errno(int error_number);
+
+// "no space left on device" for ENOSPC etc.: strerror in lower case, for the start of a message.
+std::string describe_errno(int error_number);
+
+// Throws EnvironmentError for an environment errno, else Error(otherwise). The message is
+// "<describe_errno>: cannot <action> <path>" followed by what to do for the environment cases
+// ("free space on that file system", ...), or "cannot <action> <path>: <strerror>" otherwise.
+[[noreturn]] void throw_file_error(int error_number, const std::string& action, const std::string& path,
+                                   ErrorKind otherwise);
+
+// What to do about an environment errno on the file `path` ("free space on that file system (df -h
+// DIR)", DIR being path's directory, ...); empty for other errnos.
+std::string environment_advice(int error_number, const std::string& path);
 
 }  // namespace sluice

@@ -15,9 +15,9 @@ namespace sluice {
 void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
   const std::filesystem::path temp = path.string() + ".tmp-" + std::to_string(::getpid());
   auto fail = [&](const std::string& what) {
-    const std::string reason = std::strerror(errno);
+    const int saved = errno;
     ::unlink(temp.c_str());
-    throw Error(ErrorKind::internal, "cannot " + what + " " + path.string() + ": " + reason);
+    throw_file_error(saved, what, path.string(), ErrorKind::internal);
   };
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create");
@@ -41,7 +41,7 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::internal, "cannot read " + path.string() + ": " + std::strerror(errno));
+  if (!in) throw_file_error(errno, "read", path.string(), ErrorKind::internal);
   std::ostringstream content;
   content << in.rdbuf();
   return content.str();

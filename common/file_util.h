@@ -6,7 +6,8 @@
 namespace sluice {
 
 // Writes `content` to `path` so that a reader sees either the old file or the whole new one:
-// temp file in the same directory, fsync, rename. Throws Error (kind internal) naming the path.
+// temp file in the same directory, fsync, rename. Throws EnvironmentError naming the path when the
+// file system refuses (no space, read-only, permission), else Error (kind internal).
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
 // The whole file as a string; throws naming the path.

@@ -37,6 +37,8 @@ constexpr int heartbeat_tag = 1;
 // "I am leaving" (a rank past its finish line, in MpiSession's destructor): its silence from
 // then on is no sign of trouble.
 constexpr int farewell_tag = 2;
+// The rank is failing and about to end the job.
+constexpr int failure_tag = 3;
 constexpr int64_t departed = std::numeric_limits<int64_t>::max();
 std::atomic<const Heartbeat*> process_heartbeat{nullptr};
 
@@ -174,6 +176,10 @@ void MpiSession::abort(int code) const {
   std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest.
 }
 
+void MpiSession::announce_failure() const {
+  if (heartbeat_) heartbeat_->announce_failure();
+}
+
 
 void send_string(const MpiSession& session, int destination, int tag, const std::string& payload,
                  Deadline deadline, const std::string& what) {
@@ -297,14 +303,18 @@ std::string broadcast_string(const MpiSession& session, const std::string& value
 
 Heartbeat::Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat)
     : hosts_(std::move(hosts)), beat_(beat), heard_ns_(new std::atomic<int64_t>[hosts_.size()]),
-      warned_(hosts_.size(), false), watched_(new std::atomic<bool>[hosts_.size()]) {
+      failed_(new std::atomic<bool>[hosts_.size()]), warned_(hosts_.size(), false),
+      watched_(new std::atomic<bool>[hosts_.size()]) {
   for (size_t r = 0; r < hosts_.size(); ++r) watched_[r] = true;
   MPI_Comm_rank(world, &rank_);
   // Collective (every rank makes its session): a communicator of its own, so that no heartbeat
   // can match a receive of the feed or of the all-reduce.
   check_mpi(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup(heartbeat)");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  for (size_t r = 0; r < hosts_.size(); ++r) heard_ns_[r] = 0;
+  for (size_t r = 0; r < hosts_.size(); ++r) {
+    heard_ns_[r] = 0;
+    failed_[r] = false;
+  }
 }
 
 Heartbeat::~Heartbeat() {
@@ -379,13 +389,13 @@ void Heartbeat::watch_only(std::vector<int> peers) {
 void Heartbeat::beat(int tag) {
   static const char alive = 1;  // never written: MPI may read it after the request is freed
   std::vector<int> to;
-  {
+  if (tag != failure_tag) {  // a failure is told to everyone, once: any rank may wait on this one
     std::lock_guard<std::mutex> lock(peers_mutex_);
     to = peers_;
   }
   if (to.empty()) {
     for (int r = 0; r < static_cast<int>(hosts_.size()); ++r) {
-      if (r != rank_ && watched_[static_cast<size_t>(r)]) to.push_back(r);
+      if (r != rank_ && (tag == failure_tag || watched_[static_cast<size_t>(r)])) to.push_back(r);
     }
   }
   for (int r : to) {
@@ -417,7 +427,11 @@ void Heartbeat::listen() {
     if (!arrived) break;
     char byte = 0;
     check_mpi(MPI_Mrecv(&byte, 1, MPI_CHAR, &message, MPI_STATUS_IGNORE), "MPI_Mrecv(heartbeat)");
-    std::atomic<int64_t>& heard = heard_ns_[static_cast<size_t>(status.MPI_SOURCE)];
+    const auto source = static_cast<size_t>(status.MPI_SOURCE);
+    if (status.MPI_TAG == failure_tag && !failed_[source].exchange(true)) {
+      log::get("runtime")->warn("{} failed and is ending the job", describe(status.MPI_SOURCE));
+    }
+    std::atomic<int64_t>& heard = heard_ns_[source];
     if (heard.load() != departed) heard = status.MPI_TAG == farewell_tag ? departed : now_ns();
   }
   listened_ns_ = now_ns();
@@ -449,16 +463,31 @@ double Heartbeat::silent_s(int rank) const {
   return std::max<int64_t>(0, silent) * 1e-9;
 }
 
-int Heartbeat::first_silent(const std::vector<int>& ranks, double timeout_s) const {
+bool Heartbeat::failed(int rank) const {
+  return rank >= 0 && rank < static_cast<int>(hosts_.size()) && failed_[static_cast<size_t>(rank)].load();
+}
+
+int Heartbeat::first_lost(const std::vector<int>& ranks, double timeout_s) const {
   for (int r : ranks) {
-    if (silent_s(r) > timeout_s) return r;
+    if (lost(r, timeout_s)) return r;
   }
   return -1;
 }
 
+void Heartbeat::announce_failure() {
+  if (!running()) return;
+  try {
+    beat(failure_tag);
+  } catch (const std::exception& error) {
+    // The job ends anyway; the others then see this rank's silence.
+    log::get("runtime")->debug("heartbeat: announcing the failure: {}", error.what());
+  }
+}
+
 std::string Heartbeat::describe(int rank) const { return describe_rank(rank, hosts_); }
 
-std::string Heartbeat::describe_silence(int rank, double timeout_s) const {
+std::string Heartbeat::describe_loss(int rank, double timeout_s) const {
+  if (failed(rank)) return describe(rank) + " failed and is ending the job (its own error, in its log, says why)";
   char seconds[64];
   std::snprintf(seconds, sizeof(seconds), "%.1f s (runtime.timeout_s = %g)", silent_s(rank), timeout_s);
   return describe(rank) + " gave no sign of life for " + seconds + ": it is stopped, dead or cut off from this rank";

@@ -53,6 +53,9 @@ class MpiSession {
 
   // Ends every rank of the job with `code`. Used after an error that other ranks may wait on.
   [[noreturn]] void abort(int code) const;
+  // Tells the other ranks that this one failed (see Heartbeat::announce_failure), so that the
+  // ranks waiting on it stop and write their timelines before abort() ends them.
+  void announce_failure() const;
 
   // This rank's heartbeat (see Heartbeat), started on the first call; later calls with a shorter
   // timeout_s make it beat more often. nullptr where there is none (one rank, SLUICE_HEARTBEAT).
@@ -85,7 +88,10 @@ class MpiSession {
 // starved does not blame its peers for the time it did not run (it logs that it did not run). When a peer has been silent for half the deadline, the thread logs
 // a warning naming it, so that the culprit is named even if the launcher ends the job first.
 // A rank that ends normally says goodbye (MpiSession's destructor): its silence after that is
-// not counted. What a heartbeat cannot see: a live process whose main thread is stuck in a loop
+// not counted. A rank that fails says so (announce_failure) before it ends the job: a rank
+// waiting on it, even one that is only waiting on a healthy rank that waits on it, then stops at
+// once, names it and writes its timeline, instead of being killed mid-wait by the abort with
+// nothing written. What a heartbeat cannot see: a live process whose main thread is stuck in a loop
 // or deadlock.
 //
 // Scale: beating to every rank costs ranks x (ranks - 1) messages per interval (16.8 million at
@@ -93,8 +99,9 @@ class MpiSession {
 // and that wait on it, a symmetric set every rank computes alike (`sluice train`:
 // runtime/train/finish_line.h heartbeat_peers(): feed peers, ring neighbours among the model
 // ranks, rank-tree parent and children), so each rank sends and takes O(log ranks) beats per
-// interval. A rank outside the set is never silent to silent_s() / first_silent(): nothing
-// here knows about it, and one of its own peers, waiting on it, names it instead.
+// interval. A rank outside the set is never silent to silent_s() / first_lost(): nothing
+// here knows about it, and one of its own peers, waiting on it, names it instead. A failure
+// (announce_failure) is still told to every rank: once per run, not per interval.
 class Heartbeat {
  public:
   Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat);
@@ -110,13 +117,20 @@ class Heartbeat {
   void stop();
   bool running() const { return thread_.joinable(); }
   double interval_s() const { return interval_s_.load(); }
+  // Tells every other rank that this one failed and is about to end the job (from any thread;
+  // a no-op when the thread is not running).
+  void announce_failure();
   // Seconds `rank` has been silent while this rank listened; 0 for this rank itself.
   double silent_s(int rank) const;
-  // The first of `ranks` silent for longer than timeout_s, or -1.
-  int first_silent(const std::vector<int>& ranks, double timeout_s) const;
+  // Whether `rank` announced that it failed.
+  bool failed(int rank) const;
+  // Whether `rank` is lost to this one: it failed, or was silent for longer than timeout_s.
+  bool lost(int rank, double timeout_s) const { return failed(rank) || silent_s(rank) > timeout_s; }
+  // The first of `ranks` that is lost, or -1.
+  int first_lost(const std::vector<int>& ranks, double timeout_s) const;
   // "rank 3 (host node1) gave no sign of life for 4.2 s (runtime.timeout_s = 4): it is stopped,
-  // dead or cut off from this rank"
-  std::string describe_silence(int rank, double timeout_s) const;
+  // dead or cut off from this rank", or, for a rank that announced its failure, that it failed.
+  std::string describe_loss(int rank, double timeout_s) const;
   // The running heartbeat of this process, or nullptr: for code that has no MpiSession (the
   // gradient reducer).
   static const Heartbeat* process();
@@ -140,6 +154,7 @@ class Heartbeat {
   std::atomic<double> warn_after_s_{0.0};
   // Steady-clock nanoseconds: when each rank was last heard, when this rank last listened.
   std::unique_ptr<std::atomic<int64_t>[]> heard_ns_;
+  std::unique_ptr<std::atomic<bool>[]> failed_;  // announced by the rank itself
   std::atomic<int64_t> listened_ns_{0};
   std::vector<bool> warned_;  // heartbeat thread only
   // watch_only(): whom this rank beats to (empty: everyone) and whose silence it counts.

@@ -18,6 +18,7 @@ const char* to_string(RejectReason reason) {
     case RejectReason::path_escapes_root: return "path_escapes_root";
     case RejectReason::invalid_text: return "invalid_text";
     case RejectReason::unsupported_language: return "unsupported_language";
+    case RejectReason::non_finite_features: return "non_finite_features";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@ enum class RejectReason {
   path_escapes_root,  // id or audio path that resolves outside the corpus root
   invalid_text,       // text that is not valid UTF-8
   unsupported_language,  // phonemes asked for a language espeak-ng has no voice for
+  non_finite_features,   // finite audio whose log-mel is not (samples so large their power overflows)
 };
 
 const char* to_string(RejectReason reason);

@@ -25,7 +25,32 @@
 
 namespace {
 
-constexpr int exit_usage = 2;
+// The exit codes of every command: the contract scripts and Slurm wrappers rely on
+// (docs/operations.md, "Exit codes"). Nothing else may leave main(): CLI11's own codes for a bad
+// command line (100 and up) become exit_usage.
+constexpr int exit_ok = 0;
+constexpr int exit_failure = 1;  // a runtime failure: the log names the file, sample or rank
+constexpr int exit_usage = 2;    // bad option or config, or settings that disagree with the cache
+constexpr int exit_environment = 5;  // the machine refused: disk full, read-only, permissions
+static_assert(sluice::runtime::prep_too_many_rejects == 3, "docs/operations.md documents 3");
+static_assert(sluice::runtime::train_stopped == 4, "docs/operations.md documents 4");
+
+constexpr const char* exit_codes_help =
+    "Exit codes (every command; docs/operations.md, \"Exit codes\"): 0 done; 1 failed (the error names "
+    "the file, sample, rank or host); 2 bad option or config, or settings that disagree with an existing "
+    "cache; 3 prep: more rejects than prep.max_reject_fraction; 4 train: stopped by SIGTERM/SIGUSR1 after "
+    "writing a checkpoint (rerun with --resume); 5 the machine refused (disk full, read-only file system, "
+    "permissions: the file is named; fix it and rerun).";
+
+// A count option that must not be negative (CLI11 would parse "-5" as a value and let it through).
+CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (!value.empty() && value.front() == '-') return "must be 0 or more, not " + value;
+        return {};
+      },
+      "", "NON-NEGATIVE");
+}
 
 // Options every job shares: the config file and --set overrides.
 struct ConfigOptions {
@@ -64,7 +89,8 @@ struct PrepCommand {
         "the effective config sluice-prep.yaml, timeline/rank-N.json and the prep report (report.md, report.json, "
         "report.html, trace.json).\nExit codes: 0 done; 1 failed (finished shards are "
         "kept: rerun to resume); 2 bad option or config, or the cache was made from other inputs "
-        "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl).\n"
+        "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl); "
+        "5 the disk is full or read-only (the file is named; fix it and rerun to resume).\n"
         "Corpus formats (corpus.format; auto recognises each by its files; audio: wav, flac, ogg, opus, mp3):\n"
         "  ljspeech     DIR/metadata.csv `LJ001-0001|text|normalized text` + DIR/wavs/LJ001-0001.flac\n"
         "  jsonl        FILE.jsonl `{\"id\":\"x1\",\"audio\":\"wavs/x1.wav\",\"text\":\"hi\",\"speaker\":\"s1\",\"language\":\"en\"}`\n"
@@ -76,7 +102,8 @@ struct PrepCommand {
                      "corpus to read (sets corpus.path): a corpus folder as downloaded (LJSpeech, LibriTTS, "
                      "VCTK, Common Voice locale folder), a Common Voice .tsv or a .jsonl manifest");
     prep->add_option("-o,--out", out, "cache directory to write (sets cache.dir)");
-    prep->add_option("--threads", threads, "decode/feature threads per rank (sets prep.threads; 0 = auto)");
+    prep->add_option("--threads", threads, "decode/feature threads per rank (sets prep.threads; 0 = auto)")
+        ->check(non_negative());
     prep->add_flag("--overwrite", overwrite,
                    "replace an existing cache made from other settings or inputs (sets prep.overwrite)");
   }
@@ -109,21 +136,24 @@ struct TrainCommand {
     config.attach(*command);
     command->add_option("--cache", cache, "cache directory made by `sluice prep` (sets cache.dir)");
     command->add_option("--run-dir", run_dir, "run directory for checkpoints and timings (sets train.run_dir)");
-    command->add_option("--steps", steps, "global steps to train (sets train.steps)");
+    command->add_option("--steps", steps, "global steps to train (sets train.steps; 0 = train.epochs whole epochs)")
+        ->check(non_negative());
     command->add_flag("--resume", resume, "continue from RUN_DIR/checkpoints/latest.json with the next unseen batch");
     command->footer("Writes RUN_DIR/checkpoints/, RUN_DIR/ranks/rank-N.json, RUN_DIR/timeline/rank-N.json (every stage of "
                     "every rank) and, from rank 0 at the end, the bottleneck report: report.md, report.json, report.html, "
                     "trace.json (`sluice report RUN_DIR` rewrites it offline).\n"
-                    "Exit codes: 0 done; 1 failed (a rank, its host and what it waited for are named); "
-                    "2 bad option or config; 4 stopped by SIGTERM/SIGUSR1 after writing a checkpoint "
-                    "(rerun with --resume).");
+                    "Exit codes: 0 done; 1 failed (a rank, its host and what it waited for, or the damaged "
+                    "shard, are named); 2 bad option or config, or a features.*/text.*/cache setting that "
+                    "disagrees with the cache's manifest; 4 stopped by SIGTERM/SIGUSR1 after writing a checkpoint "
+                    "(rerun with --resume; under mpirun send SIGUSR1 to mpirun: it answers SIGTERM itself, "
+                    "with exit code 1, see docs/operations.md).");
   }
 
   // `abort_grace_s` is set from runtime.timeout_s as soon as the settings are read.
   int run(sluice::MpiSession& session, double& abort_grace_s) const {
     sluice::install_stop_signal_handlers();
     auto settings = config.load();
-    abort_grace_s = std::min(1.0, 0.25 * settings.number("runtime.timeout_s"));
+    abort_grace_s = std::clamp(0.5 * settings.number("runtime.timeout_s"), 1.0, 3.0);
     if (!cache.empty()) settings.set("cache.dir", cache, "--cache");
     if (!run_dir.empty()) settings.set("train.run_dir", run_dir, "--run-dir");
     if (steps >= 0) settings.set("train.steps", std::to_string(steps), "--steps");
@@ -150,7 +180,7 @@ struct OfflineCommands {
     cache->require_subcommand(1);
     verify = cache->add_subcommand(
         "verify", "Read every chunk of every shard (fletcher32), check offsets, counts and fingerprint; "
-                  "exit 1 naming each faulty shard and sample");
+                  "exit 1 naming each faulty shard and sample; 2 when DIR does not exist");
     verify->add_option("DIR", verify_dir, "cache directory")->required()->check(CLI::ExistingDirectory);
     inspect = cache->add_subcommand(
         "inspect", "Totals, length histograms, per-language and per-speaker counts, vocabulary coverage");
@@ -176,7 +206,7 @@ struct OfflineCommands {
         ->check(CLI::ExistingDirectory);
     report->footer("Reads DIR/timeline/rank-N.json (every rank writes one at exit, and on a failure); train or prep "
                    "is told by the timelines' job. Rules and thresholds: docs/report.md.\nExit codes: 0 written; "
-                   "1 no timelines in DIR/timeline, or a malformed one (named).");
+                   "1 no timelines in DIR/timeline, or a malformed one (named); 2 bad option or no such DIR.");
   }
 
   // The chosen command's exit code, or nullopt when none of these was chosen.
@@ -199,24 +229,56 @@ struct OfflineCommands {
   }
 };
 
-int exit_code_of(const sluice::Error& error) { return error.kind() == sluice::ErrorKind::config ? exit_usage : 1; }
+int exit_code_of(const sluice::Error& error) {
+  switch (error.kind()) {
+    case sluice::ErrorKind::config: return exit_usage;
+    case sluice::ErrorKind::environment: return exit_environment;
+    default: return exit_failure;
+  }
+}
 
 // A job's error on this rank. A config error is the same on every rank: rank 0 says it once.
 // Anything else is said by the rank that saw it, and the job is ended so that no other rank
-// waits for this one. After a transport error the rank first waits `abort_grace_s`, so that the
-// other ranks waiting on the same dead peer reach their own deadlines and say so too.
+// waits for this one. Before the abort the rank tells the others it failed and waits
+// `abort_grace_s`: the ranks waiting on it (directly, or on a healthy rank that waits on it)
+// stop at once, name it and write their timelines, which the abort would otherwise cut off.
+// MPI_Abort's code becomes mpirun's exit code (Open MPI), so a failure exits 1 in every layout.
 int end_job(const sluice::MpiSession& session, const sluice::Error& error, double abort_grace_s) {
   if (error.kind() != sluice::ErrorKind::config || session.rank() == 0) {
     sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
   }
   if (session.size() > 1 && error.kind() != sluice::ErrorKind::config) {
-    if (error.kind() == sluice::ErrorKind::transport) {
-      sluice::log::get("launcher")->flush();
-      std::this_thread::sleep_for(std::chrono::duration<double>(abort_grace_s));
-    }
-    session.abort(1);
+    sluice::log::get("launcher")->flush();
+    session.announce_failure();
+    std::this_thread::sleep_for(std::chrono::duration<double>(abort_grace_s));
+    session.abort(exit_failure);
   }
   return exit_code_of(error);
+}
+
+// Parses the command line. CLI11 prints --help and --version (exit 0) and a bad command line
+// with its reason (exit 2, not CLI11's own codes); nullopt when the chosen command should run.
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error) == 0 ? exit_ok : exit_usage;
+  }
+}
+
+// The commands that need no MPI; nullopt when the chosen command is a job.
+std::optional<int> run_without_mpi(const OfflineCommands& offline, sluice::BenchCommand& bench) {
+  try {
+    if (const auto code = offline.run()) return *code;
+    return bench.run_without_mpi();
+  } catch (const sluice::Error& error) {
+    sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
+    return exit_code_of(error);
+  } catch (const std::exception& error) {
+    sluice::log::get("launcher")->error("internal error: {}", error.what());
+    return exit_failure;
+  }
 }
 
 }  // namespace
@@ -236,15 +298,9 @@ int main(int argc, char** argv) {
   sluice::DoctorCommand doctor(app);  // commands/
   sluice::BenchCommand bench(app);
 
-  CLI11_PARSE(app, argc, argv);
-
-  try {
-    if (const auto code = offline.run()) return *code;
-    if (const auto code = bench.run_without_mpi()) return *code;
-  } catch (const sluice::Error& error) {
-    sluice::log::get("launcher")->error("{}: {}", sluice::to_string(error.kind()), error.what());
-    return exit_code_of(error);
-  }
+  app.footer(exit_codes_help);
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
+  if (const auto code = run_without_mpi(offline, bench)) return *code;
 
   sluice::MpiSession session(&argc, &argv);
   double abort_grace_s = 1.0;  // until train reads runtime.timeout_s
@@ -257,7 +313,7 @@ int main(int argc, char** argv) {
     return end_job(session, error, abort_grace_s);
   } catch (const std::exception& error) {
     sluice::log::get("launcher")->error("internal error: {}", error.what());
-    if (session.size() > 1) session.abort(1);
-    return 1;
+    if (session.size() > 1) session.abort(exit_failure);
+    return exit_failure;
   }
 }

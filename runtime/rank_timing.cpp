@@ -55,12 +55,24 @@ void RankTiming::write_finished(const fs::path& dir, const std::string& status, 
   timeline_.summary = summary;
   take_recording();
   const std::string mine = timeline_.to_json().dump();
-  timing::write_timeline(dir, timeline_);
+  // The timelines only explain the run: a disk too full for them (the job's own outputs are
+  // already written) is a warning, and the exchange below still happens, so no rank waits for one
+  // that failed here.
+  const auto write_or_warn = [&](const fs::path& path, auto&& write) {
+    try {
+      write();
+    } catch (const std::exception& error) {
+      log::get("runtime")->warn("the timeline {} could not be written ({}); `sluice report` will lack it",
+                                path.string(), error.what());
+    }
+  };
+  write_or_warn(timing::timeline_path(dir, session_.rank()), [&] { timing::write_timeline(dir, timeline_); });
   const auto all = gather_strings(session_, mine, tag, timeout_s_, "the ranks' timelines");
   if (session_.rank() != 0) return;
   for (int r = 1; r < session_.size(); ++r) {
-    if (!fs::exists(timing::timeline_path(dir, r))) {
-      write_file_atomically(timing::timeline_path(dir, r), all[static_cast<size_t>(r)] + "\n");
+    const fs::path path = timing::timeline_path(dir, r);
+    if (!fs::exists(path)) {
+      write_or_warn(path, [&] { write_file_atomically(path, all[static_cast<size_t>(r)] + "\n"); });
     }
   }
   if (!recorder.enabled()) return;

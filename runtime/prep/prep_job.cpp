@@ -26,6 +26,7 @@
 #include "runtime/rank_timing.h"
 #include "dataset/phonemizer.h"
 #include "dataset/vocabulary.h"
+#include "runtime/prep/prep_lock.h"
 #include "runtime/prep/prep_plan.h"
 #include "runtime/prep/progress_line.h"
 #include "runtime/settings.h"
@@ -141,6 +142,18 @@ std::string error_text(const std::exception_ptr& error) {
   }
 }
 
+// "environment" when the machine refused (a full disk, a read-only file system), which has its own
+// exit code; "" for every other failure.
+std::string error_kind(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return e.kind() == ErrorKind::environment ? "environment" : "";
+  } catch (...) {
+    return "";
+  }
+}
+
 json result_json(const BuildResult& result, int rank, const std::string& host) {
   json shards = json::array();
   int64_t kept = 0;
@@ -154,6 +167,7 @@ json result_json(const BuildResult& result, int rank, const std::string& host) {
           {"host", host},
           {"ok", !result.error},
           {"error", result.error ? error_text(result.error) : ""},
+          {"error_kind", result.error ? error_kind(result.error) : ""},
           {"shards", shards},
           {"shards_kept", kept},
           {"samples", result.samples},
@@ -433,18 +447,24 @@ void log_listing(const dataset::CorpusListing& listing, int ranks, int threads) 
 
 // Steps 2-3: every rank probes its share of the audio headers; rank 0 plans the shards (or
 // refuses an existing cache made from other inputs) and broadcasts the plan. nullopt: refused.
+// `lock_refusal` (rank 0): why this job may not write the cache (another prep holds it), or "".
+// On refusal `refusal_code` is the exit code.
 std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::Config& config,
                                       const dataset::CorpusListing& listing, const json& out_settings,
-                                      const json& vocabulary_json, double timeout_s) {
+                                      const json& vocabulary_json, double timeout_s,
+                                      const std::string& lock_refusal, int& refusal_code) {
   const fs::path dir = config.string("cache.dir");
-  const auto shares = gather_strings(session, probe_share(listing, session.rank(), session.size()).dump(),
-                                     tag_probe, timeout_s, "audio header probes");
+  // A rank 0 that is locked out skips its probes: a one-process prep is refused at once.
+  const json mine = lock_refusal.empty() ? probe_share(listing, session.rank(), session.size()) : json::array();
+  const auto shares = gather_strings(session, mine.dump(), tag_probe, timeout_s, "audio header probes");
   std::string plan_text;
   if (session.rank() == 0) {
     const auto probes = collect_probes(shares, listing.items.size());
     const std::string fingerprint = compute_fingerprint(out_settings, vocabulary_json, listing, probes);
-    const std::string refusal = check_existing_cache(dir, fingerprint, out_settings,
-                                                     config.boolean("prep.overwrite"));
+    const bool locked_out = !lock_refusal.empty();
+    const std::string refusal = locked_out ? lock_refusal
+                                           : check_existing_cache(dir, fingerprint, out_settings,
+                                                                  config.boolean("prep.overwrite"));
     if (refusal.empty()) {
       // A killed run's temporaries never read as shards; clear them before anyone writes.
       if (int removed = cache::remove_shard_temporaries(dir)) {
@@ -453,15 +473,35 @@ std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::C
       const PrepPlan plan = make_plan(fingerprint, config.integer("cache.shard_size"), probes, session.size());
       plan_text = json{{"plan", plan.to_json()}}.dump();
     } else {
-      plan_text = json{{"refuse", refusal}}.dump();
+      plan_text = json{{"refuse", refusal}, {"exit", locked_out ? prep_failed : prep_refused}}.dump();
     }
   }
   const json message = json::parse(broadcast_string(session, plan_text, tag_plan, timeout_s, "the prep plan"));
   if (message.contains("refuse")) {
     if (session.rank() == 0) logger()->error("{}", message["refuse"].get<std::string>());
+    refusal_code = message.value("exit", prep_refused);
     return std::nullopt;
   }
   return PrepPlan::from_json(message["plan"]);
+}
+
+// Rank 0: the cache directory's prep lock, or why it cannot be had ("another prep holds this
+// cache (pid N on host H since T) ...").
+std::string take_lock(const fs::path& dir, std::optional<PrepLock>& lock) {
+  try {
+    lock.emplace(dir);
+    return "";
+  } catch (const CacheError& held) {
+    return held.what();
+  }
+}
+
+// Rank 0: the cache directory, created when missing; a file system that refuses is an
+// EnvironmentError naming it.
+void create_cache_dir(const fs::path& dir) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) throw_file_error(error.value(), "create the cache directory", dir.string(), ErrorKind::cache);
 }
 
 // Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
@@ -500,15 +540,28 @@ int run_prep(const MpiSession& session, const config::Config& config) {
 
   // 1. The listing: every rank reads it; it is deterministic.
   const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+  if (listing.items.empty()) {
+    // The same on every rank: each says it and stops (no exchange has started yet).
+    throw DataError("the corpus " + listing.listing_file.string() + " (" + listing.format +
+                    ") has no samples: there is nothing to prepare. Check that file (is it empty?) and "
+                    "corpus.path / corpus.format");
+  }
   out_settings["corpus"]["layout"] = listing.format;  // what `auto` decided; `cache inspect` shows it
+  // Rank 0 holds the directory's lock to the end of the job, before anything in it is read or
+  // removed (a second prep would delete the first one's temporaries).
+  std::optional<PrepLock> lock;
+  std::string lock_refusal;
   if (session.rank() == 0) {
     log_listing(listing, session.size(), settings.threads);
-    fs::create_directories(dir);
+    create_cache_dir(dir);
+    lock_refusal = take_lock(dir, lock);
   }
 
   // 2-3. Probe, plan, broadcast.
-  const std::optional<PrepPlan> agreed = agree_on_plan(session, config, listing, out_settings, vocabulary_json, timeout_s);
-  if (!agreed) return prep_refused;
+  int refusal_code = prep_refused;
+  const std::optional<PrepPlan> agreed =
+      agree_on_plan(session, config, listing, out_settings, vocabulary_json, timeout_s, lock_refusal, refusal_code);
+  if (!agreed) return refusal_code;
   const PrepPlan& plan = *agreed;
 
   // 4. This rank's shards.
@@ -552,20 +605,27 @@ int coordinate(const MpiSession& session, const config::Config& config, ShardBui
   int outcome = prep_ok;
   for (const auto& r : results) {
     if (!r["ok"].get<bool>()) {
+      const bool environment = r.value("error_kind", "") == "environment";
       logger()->error("rank {} ({}) failed: {}", r["rank"].get<int>(), r["host"].get<std::string>(),
                       r["error"].get<std::string>());
-      outcome = prep_failed;
+      // A full disk on one rank and a bug on another: the bug decides (it needs a person).
+      if (outcome == prep_ok || !environment) outcome = environment ? prep_environment : prep_failed;
     }
   }
   if (outcome == prep_ok) {
     try {
       outcome = finalize(config, plan, out_settings, vocabulary_json, results, seconds_since(started));
+    } catch (const Error& error) {
+      logger()->error("writing the cache's index and manifest failed: {}", error.what());
+      outcome = error.kind() == ErrorKind::environment ? prep_environment : prep_failed;
     } catch (const std::exception& error) {
       logger()->error("writing the cache's index and manifest failed: {}", error.what());
       outcome = prep_failed;
     }
-  } else {
-    logger()->error("no manifest was written; finished shards are kept and a rerun redoes the rest");
+  }
+  if (outcome == prep_failed || outcome == prep_environment) {
+    logger()->info("no manifest was written; the finished shards are kept: rerun `sluice prep` with the same "
+                   "settings to resume");
   }
   broadcast_string(session, std::to_string(outcome), tag_outcome, timeout_s, "the prep outcome");
   return outcome;

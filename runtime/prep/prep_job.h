@@ -14,6 +14,8 @@
 //     with the same fingerprint are kept. Every rank sends rank 0 a heartbeat with its progress
 //     every prep.progress_interval_s; rank 0 pings the others at the same interval. Silence for
 //     longer than runtime.timeout_s is an error naming the silent rank.
+//     Rank 0 holds CACHE_DIR/prep.lock (flock) from step 3 to the end: a second prep into the
+//     same directory is refused at once, naming the holder (runtime/prep/prep_lock.h).
 //  5. Each rank sends rank 0 its result. Only when every rank succeeded does rank 0 write
 //     rejects.jsonl, index.h5 and, last, manifest.json; then it broadcasts the exit code.
 #include "common/config.h"
@@ -26,6 +28,10 @@ constexpr int prep_ok = 0;
 constexpr int prep_failed = 1;
 constexpr int prep_refused = 2;        // existing cache made with other settings/inputs
 constexpr int prep_too_many_rejects = 3;
+// The machine refused (no space left on the device, a quota, a read-only file system, no
+// permission): the log names the file and what to do; the finished shards are kept and a rerun
+// resumes. The same code as the launcher's for ErrorKind::environment.
+constexpr int prep_environment = 5;
 
 // Runs the job on every rank of `session`; returns the same exit code on every rank.
 int run_prep(const MpiSession& session, const config::Config& config);

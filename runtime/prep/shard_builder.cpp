@@ -1,13 +1,17 @@
 #include "runtime/prep/shard_builder.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "cache/cache_verifier.h"
 #include "cache/shard_reader.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -30,6 +34,25 @@ void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t 
   timing::SpanRecorder::global().record(span);
 }
 
+
+// Finite audio can still give a log-mel that is not: samples far beyond +-1 (a float WAV holding
+// 1e30) square to infinity in the power spectrum. Such a clip is one bad input, rejected like
+// any other, rather than a failure of the shard (whose writer refuses non-finite values).
+void check_finite_features(const std::filesystem::path& audio_file, const std::vector<float>& audio,
+                           const std::vector<float>& mel, int n_mels) {
+  const auto bad = std::find_if(mel.begin(), mel.end(), [](float value) { return !std::isfinite(value); });
+  if (bad == mel.end()) return;
+  float peak = 0.0f;
+  for (float sample : audio) peak = std::max(peak, std::fabs(sample));
+  const auto at = static_cast<int64_t>(bad - mel.begin());
+  char detail[512];
+  std::snprintf(detail, sizeof(detail),
+                "the log-mel of %s is %s at frame %lld, bin %lld: its largest sample is %g (speech is "
+                "within +-1); rescale the file",
+                audio_file.c_str(), std::isnan(*bad) ? "NaN" : "infinite", static_cast<long long>(at / n_mels),
+                static_cast<long long>(at % n_mels), static_cast<double>(peak));
+  throw dataset::SampleRejected(dataset::RejectReason::non_finite_features, detail);
+}
 
 // One corpus row, processed: either a sample to append or a reject to record.
 struct ItemResult {
@@ -165,6 +188,7 @@ struct ShardBuilder::State {
       start = Clock::now();
       mel.compute(audio.data(), static_cast<int64_t>(audio.size()), out.mel);
       out.n_frames = mel.n_frames(static_cast<int64_t>(audio.size()));
+      check_finite_features(item.audio, audio, out.mel, settings.mel.n_mels);
       settings.delay.apply(timing::Stage::features, settings.rank, row);
       features_ns += nanoseconds_since(start);
     } catch (const dataset::SampleRejected& rejected) {
@@ -282,6 +306,20 @@ struct ShardBuilder::State {
     }
   }
 
+  // A shard from an earlier run is kept only when it is complete, made with this run's
+  // fingerprint, and sound: every chunk's checksum and the strings' digest are read, as by
+  // `sluice cache verify`. A damaged one (bytes flipped on disk) is rebuilt, and the log says so.
+  bool keep_finished_shard(const std::filesystem::path& path) const {
+    if (!cache::is_complete_shard(path, plan.fingerprint)) return false;
+    const cache::VerifyResult check = cache::verify_shard(path, plan.fingerprint);
+    if (check.ok()) return true;
+    const cache::VerifyFault& first = check.faults.front();
+    log::get("runtime")->warn("{} from an earlier run is damaged ({}{}{}); rebuilding it", path.string(),
+                              first.sample_id.empty() ? "" : "sample " + first.sample_id + ": ", first.problem,
+                              check.faults.size() > 1 ? " and " + std::to_string(check.faults.size() - 1) + " more" : "");
+    return false;
+  }
+
   void join() {
     for (auto& thread : threads) {
       if (thread.joinable()) thread.join();
@@ -315,7 +353,7 @@ void ShardBuilder::start(const std::vector<int64_t>& shards) {
     s.progress.total_items += end - begin;
     s.progress.total_audio_ms += audio_ms;
     const auto path = s.settings.cache_dir / cache::shard_file_name(shard);
-    if (cache::is_complete_shard(path, s.plan.fingerprint)) {
+    if (s.keep_finished_shard(path)) {
       cache::ShardReader reader(path);
       ShardOutcome kept{shard, true, reader.size(),
                         static_cast<int64_t>(reader.read_columns().rejects.size())};

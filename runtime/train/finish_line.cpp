@@ -83,10 +83,10 @@ void FinishLine::wait_for_everyone() {
     if (done) break;
     if (heartbeat_ != nullptr) {
       // Every rank is waited for as long as it is alive; the first silent one is named.
-      const int silent = heartbeat_->first_silent(everyone, timeout_s_);
+      const int silent = heartbeat_->first_lost(everyone, timeout_s_);
       if (silent >= 0) {
         throw TransportError("the end of the run: not every rank arrived, and " +
-                             heartbeat_->describe_silence(silent, timeout_s_));
+                             heartbeat_->describe_loss(silent, timeout_s_));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;

@@ -52,10 +52,10 @@ void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* wh
               "MPI_Testall(gradient all-reduce)");
     if (done) break;
     if (heartbeat != nullptr) {
-      const int silent = heartbeat->first_silent(others_, timeout_s_);
+      const int silent = heartbeat->first_lost(others_, timeout_s_);
       if (silent >= 0) {
-        throw TransportError(std::string("timed out in the ") + what + ": " +
-                             heartbeat->describe_silence(silent, timeout_s_) +
+        throw TransportError(std::string(heartbeat->failed(silent) ? "stopped in the " : "timed out in the ") + what + ": " +
+                             heartbeat->describe_loss(silent, timeout_s_) +
                              " (the model ranks in it: " + names_ + ")");
       }
     } else if (std::chrono::steady_clock::now() > deadline) {

@@ -21,6 +21,7 @@
 #include "model/trainer.h"
 #include "runtime/rank_timing.h"
 #include "runtime/train/batch_feeder.h"
+#include "runtime/train/cache_agreement.h"
 #include "runtime/train/checkpoints.h"
 #include "runtime/train/data_side.h"
 #include "runtime/train/finish_line.h"
@@ -214,8 +215,15 @@ void run_one_process(RankRun& run, json& rank_stats) {
   const ModelFeed feed{pair.receiver.get(), run.session.rank(), false};
   try {
     rank_stats = train_model(run.session, run.settings, run.setup, run.reader, feed, nullptr, run.context);
-  } catch (...) {
+  } catch (const TransportError&) {
     pair.receiver->close();  // unblocks the data thread
+    data_thread.join();
+    // "The sender aborted" is only the trainer's view of the data thread's failure: the feed's
+    // own error (the damaged shard, what to run) is the one to report, as a data rank would.
+    if (feed_error) std::rethrow_exception(feed_error);
+    throw;
+  } catch (...) {
+    pair.receiver->close();
     data_thread.join();
     throw;
   }
@@ -341,6 +349,14 @@ std::unique_ptr<DataSide> make_data_side(const MpiSession& session, const TrainS
   return data_side;
 }
 
+// A run directory trains on one cache: --resume checks RUN_DIR/cache.json, and rank 0 (re)writes it.
+void check_run_dir_cache(const MpiSession& session, const TrainSettings& settings, const cache::CacheReader& reader,
+                         const TrainOptions& options) {
+  const nlohmann::json record = cache_record(reader.manifest(), reader.dir());
+  if (options.resume) check_resumed_cache(settings.run_dir, record);
+  if (session.rank() == 0) write_cache_record(settings.run_dir, record);
+}
+
 void write_rank_stats(const MpiSession& session, const fs::path& run_dir, json& rank_stats) {
   rank_stats["peak_rss_bytes"] = peak_rss_bytes();
   fs::create_directories(run_dir / "ranks");
@@ -350,9 +366,13 @@ void write_rank_stats(const MpiSession& session, const fs::path& run_dir, json& 
 
 }  // namespace
 
-int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options) {
+int run_train(const MpiSession& session, const config::Config& given, const TrainOptions& options) {
+  auto reader = cache::CacheReader::open(given.string("cache.dir"));
+  // features.*, text.* and the other settings prep recorded are the cache's (cache_agreement.h):
+  // from here on `config` is what the run trains on, and what RUN_DIR/sluice-train.yaml says.
+  const config::Config config = agree_with_cache(given, reader.manifest(), reader.dir());
   const TrainSettings settings = TrainSettings::read(config);
-  auto reader = cache::CacheReader::open(settings.cache_dir);
+  check_run_dir_cache(session, settings, reader, options);
   const RunSetup setup = plan_run(session, config, settings, reader, options);
   const RankPlacement& me = setup.roles.at(session.rank());
   set_up_compute(session, settings, me);

@@ -37,13 +37,14 @@ bool try_receive(MPI_Comm comm, int peer, int tag, Message& message) {
 
 bool PeerWatch::gone(Deadline deadline) const {
   if (heartbeat_ == nullptr) return Clock::now() > deadline;
-  return heartbeat_->silent_s(peer_) > timeout_s_;
+  return heartbeat_->lost(peer_, timeout_s_);
 }
 
 std::string PeerWatch::failure(const EndpointNames& names, const std::string& awaited, std::optional<uint64_t> last,
                                const std::string& hint) const {
   if (heartbeat_ == nullptr) return describe_timeout(names, timeout_s_, awaited, last, hint);
-  return describe_failure(names, "timed out waiting for " + awaited + ": " + heartbeat_->describe_silence(peer_, timeout_s_),
+  const std::string waited = heartbeat_->failed(peer_) ? "stopped waiting for " : "timed out waiting for ";
+  return describe_failure(names, waited + awaited + ": " + heartbeat_->describe_loss(peer_, timeout_s_),
                           last, hint.empty() ? "Its log and its node say why; a slow but running peer is waited for" : hint);
 }
 

@@ -1,6 +1,6 @@
-// The three ways a shard's /mel is read (mapped through /mel_chunk_addresses, H5Dread_chunk when
-// that table is absent, H5Dread when gzip is on) return the same exact values; a stale table is
-// detected, and the fast checksum is bit-identical to HDF5's.
+// The three ways a shard's /mel is read (pread at each chunk's address from /mel_chunk_addresses,
+// H5Dread_chunk when that table is absent, H5Dread when gzip is on) return the same exact values;
+// a stale table is detected, and the fast checksum is bit-identical to HDF5's.
 #include <hdf5.h>
 
 #include <random>
@@ -8,6 +8,8 @@
 #include "cache/cache_reader.h"
 #include "cache/cache_verifier.h"
 #include "cache/hdf5_handle.h"
+#include "cache/shard_reader.h"
+#include "common/error.h"
 #include "cache_test_util.h"
 
 extern "C" uint32_t H5_checksum_fletcher32(const void* data, size_t length);  // libhdf5
@@ -17,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Path { mapped, direct_chunk, hdf5_filter };
+enum class Path { addressed, direct_chunk, hdf5_filter };
 
 void drop_chunk_tables(const fs::path& dir) {
   for (const fs::path& shard : list_shard_files(dir)) {
@@ -48,7 +50,7 @@ TEST_P(MelReadPaths, ReturnExactlyWhatWasWritten) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPaths, MelReadPaths,
-                         ::testing::Values(Path::mapped, Path::direct_chunk, Path::hdf5_filter));
+                         ::testing::Values(Path::addressed, Path::direct_chunk, Path::hdf5_filter));
 
 TEST(MelChunkAddresses, StaleTableIsNotUsedAndIsReported) {
   testing::ScratchDir dir;
@@ -79,6 +81,37 @@ TEST(MelChunkAddresses, StaleTableIsNotUsedAndIsReported) {
     reported |= fault.problem.find("/mel_chunk_addresses[0]") != std::string::npos;
   }
   EXPECT_TRUE(reported) << result.to_text();
+}
+
+// A shard cut short after it was opened (the addressed path reads with pread): the read of a lost
+// chunk fails naming the shard and what to run, where a mapped file gave the process SIGBUS.
+TEST(MelChunkAddresses, ShardTruncatedAfterOpeningIsAnErrorNamingItNotSigbus) {
+  testing::ScratchDir dir;
+  const auto samples = testing::build_cache(dir.path(), 1, 10, 16, "fp", ShardWriterOptions{32, 0});
+  const fs::path shard = dir.path() / shard_file_name(0);
+  ShardReader reader(shard);
+  std::vector<float> first(samples[0].mel.size());
+  reader.read_mel(0, 1, first.data());
+  EXPECT_EQ(first, samples[0].mel);
+  fs::resize_file(shard, fs::file_size(shard) / 4);
+  const int64_t last = reader.size() - 1;
+  try {
+    reader.read_mel_pieces(last, 1, [](const float*, int64_t) {});
+    FAIL() << "a chunk past the new end of the file was read";
+  } catch (const CacheError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(shard.string()), std::string::npos) << message;
+    EXPECT_NE(message.find("truncated or changed after it was opened"), std::string::npos) << message;
+    EXPECT_NE(message.find("sluice cache verify " + dir.path().string()), std::string::npos) << message;
+  }
+  // A new reader of the cache names the shard at once: its size is not the manifest's.
+  try {
+    (void)CacheReader::open(dir.path());
+    FAIL() << "a truncated shard was accepted";
+  } catch (const CacheError& error) {
+    EXPECT_NE(std::string(error.what()).find("shard-00000.h5 has "), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("truncated"), std::string::npos) << error.what();
+  }
 }
 
 TEST(Fletcher32, BitIdenticalToHdf5) {
