@@ -145,6 +145,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   heartbeat_ = std::make_unique<Heartbeat>(MPI_COMM_WORLD, hosts_, beat);
 }
 
+void MpiSession::limit_heartbeat(std::vector<int> peers) const {
+  if (heartbeat_) heartbeat_->watch_only(std::move(peers));
+}
+
 const Heartbeat* MpiSession::heartbeat(double timeout_s) const {
   if (!heartbeat_) return nullptr;
   heartbeat_->start(timeout_s);
@@ -299,7 +303,9 @@ std::string broadcast_string(const MpiSession& session, const std::string& value
 
 Heartbeat::Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat)
     : hosts_(std::move(hosts)), beat_(beat), heard_ns_(new std::atomic<int64_t>[hosts_.size()]),
-      failed_(new std::atomic<bool>[hosts_.size()]), warned_(hosts_.size(), false) {
+      failed_(new std::atomic<bool>[hosts_.size()]), warned_(hosts_.size(), false),
+      watched_(new std::atomic<bool>[hosts_.size()]) {
+  for (size_t r = 0; r < hosts_.size(); ++r) watched_[r] = true;
   MPI_Comm_rank(world, &rank_);
   // Collective (every rank makes its session): a communicator of its own, so that no heartbeat
   // can match a receive of the feed or of the all-reduce.
@@ -370,10 +376,29 @@ void Heartbeat::loop() {
   }
 }
 
+void Heartbeat::watch_only(std::vector<int> peers) {
+  std::lock_guard<std::mutex> lock(peers_mutex_);
+  for (size_t r = 0; r < hosts_.size(); ++r) watched_[r] = false;
+  peers.erase(std::remove_if(peers.begin(), peers.end(),
+                             [&](int r) { return r == rank_ || r < 0 || r >= static_cast<int>(hosts_.size()); }),
+              peers.end());
+  for (int r : peers) watched_[static_cast<size_t>(r)] = true;
+  peers_ = std::move(peers);
+}
+
 void Heartbeat::beat(int tag) {
   static const char alive = 1;  // never written: MPI may read it after the request is freed
-  for (int r = 0; r < static_cast<int>(hosts_.size()); ++r) {
-    if (r == rank_) continue;
+  std::vector<int> to;
+  if (tag != failure_tag) {  // a failure is told to everyone, once: any rank may wait on this one
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    to = peers_;
+  }
+  if (to.empty()) {
+    for (int r = 0; r < static_cast<int>(hosts_.size()); ++r) {
+      if (r != rank_ && (tag == failure_tag || watched_[static_cast<size_t>(r)])) to.push_back(r);
+    }
+  }
+  for (int r : to) {
     MPI_Request request;
     check_mpi(MPI_Isend(&alive, 1, MPI_CHAR, r, tag, comm_, &request), "MPI_Isend(heartbeat)");
     check_mpi(MPI_Request_free(&request), "MPI_Request_free(heartbeat)");
@@ -415,7 +440,7 @@ void Heartbeat::listen() {
 void Heartbeat::warn_about_silence() {
   const double warn_after = warn_after_s_.load();
   for (int r = 0; r < static_cast<int>(hosts_.size()); ++r) {
-    if (r == rank_) continue;
+    if (r == rank_ || !watched_[static_cast<size_t>(r)]) continue;
     const double silent = silent_s(r);
     if (!warned_[static_cast<size_t>(r)] && silent > warn_after) {
       warned_[static_cast<size_t>(r)] = true;
@@ -431,6 +456,7 @@ void Heartbeat::warn_about_silence() {
 
 double Heartbeat::silent_s(int rank) const {
   if (rank == rank_ || rank < 0 || rank >= static_cast<int>(hosts_.size())) return 0.0;
+  if (!watched_[static_cast<size_t>(rank)]) return 0.0;  // not a peer: its own peers watch it
   const int64_t heard = heard_ns_[static_cast<size_t>(rank)].load();
   if (heard == departed) return 0.0;  // it finished and said goodbye
   const int64_t silent = listened_ns_.load() - heard;

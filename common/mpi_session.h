@@ -61,6 +61,8 @@ class MpiSession {
   // timeout_s make it beat more often. nullptr where there is none (one rank, SLUICE_HEARTBEAT).
   // Every rank that waits on another calls it with runtime.timeout_s before its first wait.
   const Heartbeat* heartbeat(double timeout_s) const;
+  // Limits this rank's heartbeat to `peers` (Heartbeat::watch_only); call before heartbeat().
+  void limit_heartbeat(std::vector<int> peers) const;
 
  private:
   bool owns_mpi_ = false;
@@ -91,6 +93,15 @@ class MpiSession {
 // once, names it and writes its timeline, instead of being killed mid-wait by the abort with
 // nothing written. What a heartbeat cannot see: a live process whose main thread is stuck in a loop
 // or deadlock.
+//
+// Scale: beating to every rank costs ranks x (ranks - 1) messages per interval (16.8 million at
+// 4,096 ranks). watch_only() limits a rank's beats and its listening to the peers it waits on
+// and that wait on it, a symmetric set every rank computes alike (`sluice train`:
+// runtime/train/finish_line.h heartbeat_peers(): feed peers, ring neighbours among the model
+// ranks, rank-tree parent and children), so each rank sends and takes O(log ranks) beats per
+// interval. A rank outside the set is never silent to silent_s() / first_lost(): nothing
+// here knows about it, and one of its own peers, waiting on it, names it instead. A failure
+// (announce_failure) is still told to every rank: once per run, not per interval.
 class Heartbeat {
  public:
   Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat);
@@ -100,6 +111,8 @@ class Heartbeat {
 
   // Starts the thread (once) or shortens its interval to fit timeout_s.
   void start(double timeout_s);
+  // Beats to and listens for `peers` only (see Scale above); every other rank before it.
+  void watch_only(std::vector<int> peers);
   // Stops the thread; no MPI call after it returns. Called before MPI_Finalize.
   void stop();
   bool running() const { return thread_.joinable(); }
@@ -144,6 +157,10 @@ class Heartbeat {
   std::unique_ptr<std::atomic<bool>[]> failed_;  // announced by the rank itself
   std::atomic<int64_t> listened_ns_{0};
   std::vector<bool> warned_;  // heartbeat thread only
+  // watch_only(): whom this rank beats to (empty: everyone) and whose silence it counts.
+  mutable std::mutex peers_mutex_;
+  std::vector<int> peers_;
+  std::unique_ptr<std::atomic<bool>[]> watched_;
 };
 
 // The one MPI error wrapper: throws TransportError("CALL failed: <MPI's message>") unless

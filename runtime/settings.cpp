@@ -205,6 +205,10 @@ config::Schema build_schema() {
   schema.add({"debug.delay_every", ValueType::integer, "1",
               "delay every k-th batch (global steps k-1, 2k-1, ...) or corpus row; 1 = every one",
               {}, 1, 1LL << 40});
+  schema.add({"debug.log_samples", ValueType::boolean, "false",
+              "every model rank appends the sample indices of each batch it trains to "
+              "RUN_DIR/samples/rank-N.tsv (global step, epoch, step, indices): what a run, or a resumed "
+              "one, trained on"});
   return schema;
 }
 

@@ -233,12 +233,10 @@ bool operator==(const PlanPosition& a, const PlanPosition& b) {
 }
 bool operator!=(const PlanPosition& a, const PlanPosition& b) { return !(a == b); }
 
-BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
-                           int model_ranks, int64_t epoch) {
-  check_config(config, model_ranks);
-  if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
+namespace {
 
-  // Index order makes the plan independent of the caller's order.
+// The split in index order, which makes the plan independent of the caller's order; checked.
+std::vector<PlanSample> sorted_split(const std::vector<PlanSample>& samples) {
   std::vector<PlanSample> sorted = samples;
   std::sort(sorted.begin(), sorted.end(),
             [](const PlanSample& a, const PlanSample& b) { return a.index < b.index; });
@@ -258,7 +256,78 @@ BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPl
     throw ConfigError("the training split is empty: nothing to train on (check the cache and "
                       "train.validation_fraction)");
   }
+  return sorted;
+}
 
+// The epoch's shuffle seed: (train.seed, epoch) as it always was, then each earlier segment of an
+// elastic resume folded in (none: the seed of build()).
+uint64_t epoch_seed(uint64_t seed, int64_t epoch, const std::vector<EpochSegment>& earlier) {
+  uint64_t mixed = splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(epoch));
+  for (const EpochSegment& segment : earlier) {
+    mixed = splitmix64(mixed ^ static_cast<uint64_t>(segment.model_ranks));
+    mixed = splitmix64(mixed ^ static_cast<uint64_t>(segment.steps));
+  }
+  return mixed;
+}
+
+}  // namespace
+
+bool operator==(const EpochSegment& a, const EpochSegment& b) {
+  return a.model_ranks == b.model_ranks && a.steps == b.steps;
+}
+
+BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                           int model_ranks, int64_t epoch) {
+  check_config(config, model_ranks);
+  if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
+  return deal(sorted_split(samples), config, model_ranks, epoch, {}, {});
+}
+
+BatchPlan BatchPlan::build_rest(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                                int model_ranks, int64_t epoch, const std::vector<EpochSegment>& earlier) {
+  check_config(config, model_ranks);
+  if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
+  const std::vector<PlanSample> sorted = sorted_split(samples);
+  std::vector<char> trained(sorted.size(), 0);  // by position in `sorted`
+  const auto position_of = [&](int64_t index) {
+    const auto it = std::lower_bound(sorted.begin(), sorted.end(), index,
+                                     [](const PlanSample& s, int64_t i) { return s.index < i; });
+    return static_cast<size_t>(it - sorted.begin());
+  };
+  // Replays the epoch's segments in order, marking what each trained.
+  for (size_t i = 0; i < earlier.size(); ++i) {
+    const EpochSegment& segment = earlier[i];
+    check_config(config, segment.model_ranks);
+    const std::vector<EpochSegment> before(earlier.begin(), earlier.begin() + static_cast<ptrdiff_t>(i));
+    const BatchPlan plan = deal(sorted, config, segment.model_ranks, epoch, before, trained);
+    if (segment.steps < 0 || segment.steps > plan.steps()) {
+      throw DataError("batch plan: epoch " + std::to_string(epoch) + " was resumed after " +
+                      std::to_string(segment.steps) + " steps of " + std::to_string(segment.model_ranks) +
+                      " model rank(s), but that plan has only " + std::to_string(plan.steps()) +
+                      " steps: the checkpoint was made with another training split or settings");
+    }
+    for (int64_t step = 0; step < segment.steps; ++step) {
+      for (int rank = 0; rank < segment.model_ranks; ++rank) {
+        for (int64_t index : plan.batch(step, rank).samples) trained[position_of(index)] = 1;
+      }
+    }
+  }
+  BatchPlan rest = deal(sorted, config, model_ranks, epoch, earlier, trained);
+  rest.earlier_ = earlier;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (trained[i]) rest.trained_earlier_.push_back(sorted[i].index);
+  }
+  return rest;
+}
+
+std::string BatchPlan::fingerprint_of(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                                      int model_ranks) {
+  return plan_fingerprint(sorted_split(samples), config, model_ranks);
+}
+
+BatchPlan BatchPlan::deal(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config, int model_ranks,
+                          int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<char>& trained) {
+  // The buckets and shapes of the whole split, so that a rest plan pads as the full one does.
   std::vector<Bucket> buckets = make_buckets(sorted, config, model_ranks);
 
   BatchPlan plan;
@@ -267,7 +336,7 @@ BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPl
   plan.frame_budget_ = config.frame_budget;
   plan.fingerprint_ = plan_fingerprint(sorted, config, model_ranks);
 
-  std::mt19937_64 engine(splitmix64(splitmix64(config.seed) ^ static_cast<uint64_t>(epoch)));
+  std::mt19937_64 engine(epoch_seed(config.seed, epoch, earlier));
   struct Step {
     int32_t bucket;
     size_t begin;  // into order[bucket]
@@ -276,9 +345,12 @@ BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPl
   std::vector<Step> steps;
   for (size_t b = 0; b < buckets.size(); ++b) {
     Bucket& bucket = buckets[b];
-    for (size_t i : bucket.members) order[b].push_back(sorted[i].index);
+    for (size_t i : bucket.members) {
+      if (trained.empty() || !trained[i]) order[b].push_back(sorted[i].index);
+    }
     shuffle(order[b], engine);
     const int64_t group = step_size(bucket, model_ranks);
+    bucket.shape.samples = static_cast<int64_t>(order[b].size());
     bucket.shape.steps = bucket.shape.samples / group;
     for (int64_t s = 0; s < bucket.shape.steps; ++s) {
       steps.push_back({static_cast<int32_t>(b), static_cast<size_t>(s * group)});

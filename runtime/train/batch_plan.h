@@ -42,6 +42,19 @@
 // batch to train (next() of the last trained one) with fingerprint(); a resumed run builds the
 // plan of that epoch, checks the fingerprint and continues at that step.
 //
+// Elastic resume (a job requeued on more or fewer model ranks mid-epoch). The epoch in progress
+// goes on with the samples not yet trained on in it, none twice: build_rest() rebuilds the plans
+// the epoch followed so far (one EpochSegment per model-rank count it ran with, each the number of
+// steps trained with it), takes every sample those steps trained out, and deals the rest to the
+// new model-rank count exactly as build() deals a whole split: into the buckets of the full plan
+// for that count (same padded shapes, so a model still sees one shape per bucket), shuffled,
+// cut into global steps, the remainder dropped, the steps shuffled. The shuffle is seeded from
+// (train.seed, epoch, the segments), so the rest of the epoch is the same on every rank and every
+// rerun with those segments. The next epoch is a whole plan for the new count. MosaicML
+// streaming's elastic resume, for comparison, records only the samples seen in the epoch and
+// needs a global order that does not depend on the rank count (canonical nodes a multiple of the
+// physical ones); here any count works, because the order is rebuilt rather than sliced.
+//
 // Errors: settings that cannot make a plan are ConfigError naming the `train.` key to change;
 // malformed samples (duplicate index, n_frames < 1) are DataError.
 #include <cstddef>
@@ -79,7 +92,7 @@ struct BucketShape {
   int32_t max_tokens = 0;      // T: longest sample's tokens rounded up to pad_multiple
   int32_t batch_size = 0;      // B: samples per model rank per step
   int32_t shortest_frames = 0; // the shortest sample in the bucket (for summaries)
-  int64_t samples = 0;         // samples of the split in this bucket
+  int64_t samples = 0;         // samples of the split in this bucket (build_rest(): not yet trained)
   int64_t steps = 0;           // global steps per epoch drawn from this bucket
 };
 
@@ -96,12 +109,29 @@ struct PlanPosition {
 bool operator==(const PlanPosition& a, const PlanPosition& b);
 bool operator!=(const PlanPosition& a, const PlanPosition& b);
 
+// One stretch of an epoch trained before an elastic resume: the model-rank count its plan had and
+// how many of that plan's steps were trained.
+struct EpochSegment {
+  int model_ranks = 0;
+  int64_t steps = 0;
+};
+bool operator==(const EpochSegment& a, const EpochSegment& b);
+
 class BatchPlan {
  public:
   // The plan of one epoch. Pure: the same arguments give the same plan on every rank, platform
   // and run; the order of `samples` does not matter. O(N log N); ~1 ms per 10k samples.
   static BatchPlan build(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
                          int model_ranks, int64_t epoch);
+  // The rest of `epoch` for `model_ranks` after the segments `earlier` (in the order they ran;
+  // the first one's plan is build()'s, each later one's the build_rest() of those before it).
+  // Empty `earlier` gives build()'s plan. Costs one build per segment. A segment with more steps
+  // than its plan has is a DataError (the checkpoint does not belong to this split).
+  static BatchPlan build_rest(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                              int model_ranks, int64_t epoch, const std::vector<EpochSegment>& earlier);
+  // fingerprint() of the plans build() makes from these inputs, without building one.
+  static std::string fingerprint_of(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                                    int model_ranks);
 
   int64_t epoch() const { return epoch_; }
   int model_ranks() const { return model_ranks_; }
@@ -115,6 +145,9 @@ class BatchPlan {
   // Samples of the split left out of this epoch by the remainder policy, and which ones.
   int64_t dropped_samples() const { return static_cast<int64_t>(dropped_.size()); }
   const std::vector<int64_t>& dropped_indices() const { return dropped_; }
+  // build_rest(): the segments this plan continues after, and the samples they trained (sorted).
+  const std::vector<EpochSegment>& earlier() const { return earlier_; }
+  const std::vector<int64_t>& trained_earlier() const { return trained_earlier_; }
 
   // The position after `at`: the next step, or step 0 of the next epoch after the last one
   // (whose batches need that epoch's plan). `at` may be in any epoch.
@@ -123,7 +156,8 @@ class BatchPlan {
   int64_t global_step(PlanPosition at) const;
 
   // 32 hex digits over everything that defines the plan except the epoch (split, settings,
-  // model ranks): a checkpoint's position is valid for a plan with the same fingerprint.
+  // model ranks): a checkpoint's position is valid for a plan with the same fingerprint. A
+  // build_rest() plan has the fingerprint of build()'s for its model-rank count.
   const std::string& fingerprint() const { return fingerprint_; }
 
   // A table of the buckets (frames, padded shape, B, samples, steps, dropped) for rank 0 to print.
@@ -131,6 +165,10 @@ class BatchPlan {
 
  private:
   BatchPlan() = default;
+  // The samples of the index-sorted split not marked in `trained` (empty: all), dealt to
+  // `model_ranks` with the shuffle of (seed, epoch, earlier).
+  static BatchPlan deal(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config, int model_ranks,
+                        int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<char>& trained);
 
   int64_t epoch_ = 0;
   int model_ranks_ = 1;
@@ -139,6 +177,8 @@ class BatchPlan {
   std::vector<int32_t> step_bucket_;     // bucket of each global step
   std::vector<PlannedBatch> batches_;    // step-major: batches_[step * model_ranks + rank]
   std::vector<int64_t> dropped_;
+  std::vector<EpochSegment> earlier_;
+  std::vector<int64_t> trained_earlier_;
   std::string fingerprint_;
 };
 

@@ -266,18 +266,27 @@ int Checkpoints::remove_all() const {
 }
 
 json checkpoint_position(const PlanSchedule& schedule, int64_t global_step) {
-  const PlanPosition at = schedule.position(global_step);
-  return json{{"global_step", global_step}, {"epoch", at.epoch}, {"step", at.step},
-              {"plan", schedule.epoch(0)->fingerprint()}};
+  const PlanRecord record = schedule.record(global_step);
+  json earlier = json::array();
+  for (const EpochSegment& segment : record.earlier) {
+    earlier.push_back({{"model_ranks", segment.model_ranks}, {"steps", segment.steps}});
+  }
+  return json{{"global_step", global_step}, {"epoch", record.at.epoch}, {"step", record.at.step},
+              {"plan", record.fingerprint}, {"model_ranks", record.model_ranks}, {"epoch_segments", earlier}};
 }
 
-json resume_position(const fs::path& run_dir, const PlanSchedule& schedule, bool warn) {
-  json record = Checkpoints(run_dir).newest_good(warn);
-  if (record["plan"] != schedule.epoch(0)->fingerprint()) {
-    throw ConfigError("--resume: the batch plan differs from the checkpoint's (the cache, the train.* "
-                      "plan settings or the number of model ranks changed); resume with the same settings");
+json resume_position(const fs::path& run_dir, PlanSchedule& schedule, bool warn) {
+  json latest = Checkpoints(run_dir).newest_good(warn);
+  PlanRecord record;
+  record.global_step = latest["global_step"].get<int64_t>();
+  record.at = {latest["epoch"].get<int64_t>(), latest["step"].get<int64_t>()};
+  record.fingerprint = latest["plan"].get<std::string>();
+  record.model_ranks = latest.value("model_ranks", 0);  // absent before elastic resume
+  for (const json& segment : latest.value("epoch_segments", json::array())) {
+    record.earlier.push_back({segment["model_ranks"].get<int>(), segment["steps"].get<int64_t>()});
   }
-  return record;
+  latest["elastic"] = schedule.resume(record);
+  return latest;
 }
 
 void claim_run_dir(const fs::path& run_dir, bool overwrite, bool remove) {

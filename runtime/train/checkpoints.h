@@ -65,14 +65,17 @@ class Checkpoints {
   std::filesystem::path dir_;
 };
 
-// Where the run is at `global_step`, as a checkpoint records it: the global step, its epoch and
-// step, and the plan's fingerprint (a resumed run must have the same plan).
+// Where the run is at `global_step`, as a checkpoint records it (PlanSchedule::record): the global
+// step, its epoch and step, the plan's fingerprint and model-rank count, and the segments of the
+// epoch trained before an elastic resume (epoch_segments: [{model_ranks, steps}, ...]).
 nlohmann::json checkpoint_position(const PlanSchedule& schedule, int64_t global_step);
 
-// --resume: the newest good checkpoint's record in `run_dir` (Checkpoints::newest_good), checked
-// against this run's plan. Throws ConfigError when there is no good checkpoint or the plan
-// differs from the checkpoint's. `warn`: log what was passed over (one rank says it).
-nlohmann::json resume_position(const std::filesystem::path& run_dir, const PlanSchedule& schedule, bool warn = true);
+// --resume: the newest good checkpoint's record in `run_dir` (Checkpoints::newest_good); anchors
+// `schedule` there (PlanSchedule::resume: the same plan, or the rest of the epoch on another
+// model-rank count, then "elastic" is true in the result). Throws ConfigError when there is no
+// good checkpoint or the plan differs from the checkpoint's in more than the number of model
+// ranks. `warn`: log what was passed over (one rank says it).
+nlohmann::json resume_position(const std::filesystem::path& run_dir, PlanSchedule& schedule, bool warn = true);
 
 // A run without --resume must not mix its checkpoints with an earlier run's: throws ConfigError
 // (naming the run directory, how many checkpoints it holds and the ways out) when `run_dir` holds

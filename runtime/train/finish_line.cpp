@@ -1,9 +1,11 @@
 #include "runtime/train/finish_line.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/rank_tree.h"
 
 namespace sluice::runtime {
 namespace {
@@ -11,6 +13,26 @@ namespace {
 constexpr int alive_tag = 7330;
 
 }  // namespace
+
+std::vector<int> heartbeat_peers(const RolePlan& roles, int rank, int size) {
+  std::vector<int> peers;
+  const RankPlacement& me = roles.at(rank);
+  peers.insert(peers.end(), me.feeds.begin(), me.feeds.end());
+  if (me.fed_by >= 0) peers.push_back(me.fed_by);
+  const std::vector<int> models = roles.model_ranks();
+  const auto mine = std::find(models.begin(), models.end(), rank);
+  if (mine != models.end() && models.size() > 1) {
+    const auto i = static_cast<size_t>(mine - models.begin());
+    peers.push_back(models[(i + 1) % models.size()]);
+    peers.push_back(models[(i + models.size() - 1) % models.size()]);
+  }
+  if (const int parent = RankTree::parent(rank); parent >= 0) peers.push_back(parent);
+  for (int child : RankTree::children(rank, size)) peers.push_back(child);
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  peers.erase(std::remove(peers.begin(), peers.end(), rank), peers.end());
+  return peers;
+}
 
 FinishLine::FinishLine(const MpiSession& session, double timeout_s, std::vector<int> watchers)
     : session_(session),

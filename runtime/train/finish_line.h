@@ -20,8 +20,18 @@
 #include <vector>
 
 #include "common/mpi_session.h"
+#include "runtime/train/role_plan.h"
 
 namespace sluice::runtime {
+
+// The ranks whose heartbeat `rank` watches in `sluice train` (Heartbeat::watch_only), a relation
+// that is symmetric (each of them watches `rank` too), so that a beat goes only where it is
+// listened for: its feed peers (a data rank's model ranks, a model rank's data rank), its two
+// neighbours in the ring of model ranks (the gradient all-reduce), and its parent and children in
+// the rank tree (common/rank_tree.h; the end of the run). Every wait of the run ends at a rank
+// that one of these watches, so a stopped rank is still named; a rank watches at most
+// feeds + 2 + 7 x log8(ranks) others instead of ranks - 1.
+std::vector<int> heartbeat_peers(const RolePlan& roles, int rank, int size);
 
 class FinishLine {
  public:

@@ -16,6 +16,7 @@
 #include "runtime/train/batch_assembler.h"
 #include "runtime/train/batch_views.h"
 #include "runtime/train/checkpoints.h"
+#include "runtime/train/sample_log.h"
 #include "runtime/transport/device_memory.h"
 #include "timing/span_recorder.h"
 
@@ -39,11 +40,14 @@ std::string checkpoint_name(int64_t global_step) {
 // once and stay in device memory, as a fed batch arrives there.
 class ReplayBatches {
  public:
-  ReplayBatches(cache::CacheReader& reader, const PlanSchedule& schedule, int model_index, int gpu)
+  ReplayBatches(cache::CacheReader& reader, const PlanSchedule& schedule, int model_index, int gpu,
+                int64_t first_step)
       : schedule_(schedule), model_index_(model_index) {
     BatchAssembler assembler(reader);
-    for (int64_t step = 0; step < schedule.steps_per_epoch(); ++step) {
-      const ScheduledBatch scheduled = schedule.batch(step, model_index);  // epoch 0
+    // Two epochs' worth of steps from the first hold one whole epoch, so every bucket, even when
+    // the first is the shorter rest of an epoch (an elastic resume).
+    for (int64_t step = first_step; step < first_step + 2 * schedule.steps_per_epoch(); ++step) {
+      const ScheduledBatch scheduled = schedule.batch(step, model_index);
       auto& bytes = by_bucket_[scheduled.batch->bucket];
       if (!bytes.empty()) continue;
       assembler.assemble(scheduled, bytes);
@@ -187,6 +191,7 @@ class ModelLoop {
   // The newest checkpoint of this run ("step-N.pt (global step N)"), known on every model rank:
   // the one resumed from, then each one the first model rank writes at steps all ranks know.
   std::string last_checkpoint_;
+  SampleLog sample_log_;
   std::unique_ptr<ReplayBatches> replay_;
 
   // Steady state for throughput: after a warm-up of a fifth of the steps (at most 10).
@@ -209,7 +214,8 @@ ModelLoop::ModelLoop(const MpiSession& session, const TrainSettings& settings, c
                      RankContext& context)
     : session_(session), settings_(settings), setup_(setup), reader_(reader), feed_(feed), reducer_(reducer),
       context_(context), model_index_(setup.model_index_of(session.rank())),
-      logs_and_checkpoints_(model_index_ == 0), checkpoints_(settings.run_dir) {
+      logs_and_checkpoints_(model_index_ == 0), checkpoints_(settings.run_dir),
+      sample_log_(settings.run_dir, session.rank(), settings.log_samples) {
   const int gpu = setup.roles.at(session.rank()).gpu;
   const model::ModelConfig model = model_config(session, settings, reader, gpu);
   normalize_ = validation_normalizer(context.features);
@@ -231,7 +237,7 @@ ModelLoop::ModelLoop(const MpiSession& session, const TrainSettings& settings, c
   }
   if (feed.channel == nullptr) {
     replay_ = std::make_unique<ReplayBatches>(reader, *setup.schedule, model_index_,
-                                              model.device == "cpu" ? -1 : std::max(0, gpu));
+                                              model.device == "cpu" ? -1 : std::max(0, gpu), setup.first_step);
   }
   warmup_ = std::min<int64_t>(10, (setup.end_step - setup.first_step) / 5);
 }
@@ -254,6 +260,7 @@ json ModelLoop::run() {
     compute_s_ += seconds_since(start);
     interval_.busy_s += seconds_since(start);
     count(batch.host);
+    sample_log_.trained(batch.host, global);
     if (feed_.channel != nullptr) feed_.channel->release(*batch.received);
     ++global;
     window_loss_ += result.loss;

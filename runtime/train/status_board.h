@@ -1,19 +1,30 @@
 #pragma once
-// Rank 0's live status line during `sluice train`, gathered without a barrier.
+// Rank 0's live status line during `sluice train`, gathered up a tree without a barrier.
 //
 // Every rank calls post() at its own step boundaries (on the thread that makes MPI calls). At most
-// once per `every_s` a rank sends rank 0 a short status (a non-blocking send of a few hundred
-// bytes; a rank never has more than one in flight and skips a post while the last is pending).
-// Rank 0 takes whatever has arrived whenever it posts itself and prints one line per interval:
-//   status: step 120/300 | 41.2 samples/s, 9100 frames/s | input wait 3.1% | slowest rank 2 (host, model) 0.41 s/step
-// Nobody waits for anybody: a silent rank only makes its numbers older (the line says how old).
+// once per `every_s` a rank merges its own status with the latest summary of each of its children
+// in the rank tree (common/rank_tree.h) and sends the merged summary to its parent: a fixed-size
+// message (StatusSummary, 72 bytes) whatever the number of ranks below it; a non-blocking send,
+// never more than one in flight (a post is skipped while the last one is pending). Rank 0, the
+// root, merges the same way and prints one line per interval:
+//   status: step 120/300 | 41.2 samples/s, 9100 frames/s | input wait 3.1% | slowest rank 2 (host) 0.41 s/step
+//           (4096 of 4096 ranks reporting)
+// A child whose summary is older than three intervals (or never came) is late: its whole subtree
+// counts as not reporting and the line names the lowest such rank ("late: 8 ranks, first rank 24
+// (host)"). Nobody waits for anybody: a slow or silent rank makes the line older or names it,
+// never slows the run. Liveness (failing a run) is the heartbeat's job (common/mpi_session.h).
+//
+// Why a tree: with every rank sending to rank 0, rank 0 receives (ranks - 1) messages per
+// interval; here every rank receives at most 7 x its tree level's digits (rank 0: 7 x log8(ranks),
+// 28 at 4,096 ranks) and a leaf's numbers reach rank 0 after at most one interval per level.
 #include <cstdint>
-#include <map>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
 #include "common/mpi_session.h"
+#include "common/rank_tree.h"
 
 namespace sluice::runtime {
 
@@ -27,6 +38,26 @@ struct RankStatus {
   double seconds_per_step = 0;  // busy (non-waiting) seconds per step over the interval
 };
 
+// The statuses of a subtree of ranks, merged. Plain data: sent as bytes between ranks of one job.
+struct StatusSummary {
+  int32_t reporting = 0;     // ranks whose status is in it
+  int32_t late = 0;          // ranks of the subtree with no fresh status
+  int32_t first_late = -1;   // the lowest of them, or -1
+  int32_t models = 0;        // model ranks (and one-process ranks) among the reporting
+  int64_t step = 0;          // the furthest model rank's global steps
+  int64_t end_step = 0;
+  double samples_per_s = 0;  // summed over model ranks
+  double frames_per_s = 0;
+  double input_wait = 0;     // summed over model ranks (the line shows the mean)
+  int32_t slowest = -1;      // the model rank with the most busy seconds per step
+  double slowest_s = 0;
+
+  void add(int rank, const RankStatus& status);
+  void add(const StatusSummary& other);
+  // `rank` and the `ranks` ranks of its subtree sent nothing fresh.
+  void add_late(int rank, int ranks);
+};
+
 class StatusBoard {
  public:
   StatusBoard(const MpiSession& session, double every_s);
@@ -38,19 +69,25 @@ class StatusBoard {
   bool due() const;
   void post(const RankStatus& status);
 
-  // The line rank 0 prints for these statuses (tests).
-  static std::string render(const std::map<int, RankStatus>& statuses, const MpiSession& session);
+  // Rank 0: the summary its last line showed (tests).
+  const StatusSummary& last_summary() const { return last_; }
+  // The line rank 0 prints for a summary.
+  static std::string render(const StatusSummary& summary, const MpiSession& session);
 
  private:
-  void drain();  // rank 0: takes every status that has arrived
+  void drain();  // takes every child summary that has arrived
+  StatusSummary merge(const RankStatus& mine);
 
   const MpiSession& session_;
   double every_s_;
   double last_post_ = -1e300;
-  double started_;
+  int parent_;
+  std::vector<int> children_;
+  std::vector<StatusSummary> from_child_;
+  std::vector<double> heard_;  // MPI_Wtime of each child's latest summary; < 0: never
   MPI_Request pending_ = MPI_REQUEST_NULL;
-  std::string outgoing_;
-  std::map<int, RankStatus> latest_;  // rank 0: by rank
+  StatusSummary outgoing_;
+  StatusSummary last_;
 };
 
 }  // namespace sluice::runtime

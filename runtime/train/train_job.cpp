@@ -154,7 +154,13 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   setup.validation = std::move(split.validation);
   setup.schedule = std::make_unique<PlanSchedule>(std::move(split.train), settings.plan,
                                                   static_cast<int>(setup.model_ranks.size()));
-  setup.end_step = settings.end_step(setup.schedule->steps_per_epoch());
+  if (options.resume) {
+    // Anchors the plan's numbering at the checkpoint (the rest of the epoch after an elastic resume).
+    setup.resume_from = resume_position(settings.run_dir, *setup.schedule, session.rank() == 0);
+    setup.first_step = (*setup.resume_from)["global_step"].get<int64_t>();
+  }
+  // train.epochs ends at an epoch's start, which an elastic resume moves.
+  setup.end_step = settings.steps > 0 ? settings.steps : setup.schedule->epoch_start(settings.epochs);
   if (session.rank() == 0) {
     std::printf("%s", setup.schedule->epoch(0)->summary().c_str());
     std::printf("training %lld global steps (%lld per epoch), %zu validation samples\n",
@@ -165,9 +171,16 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
     write_padding_summary(settings.run_dir, setup.schedule->samples(), settings.plan,
                           static_cast<int>(setup.model_ranks.size()));
   }
-  if (options.resume) {
-    setup.resume_from = resume_position(settings.run_dir, *setup.schedule, session.rank() == 0);
-    setup.first_step = (*setup.resume_from)["global_step"].get<int64_t>();
+  if (session.rank() == 0 && setup.resume_from && (*setup.resume_from)["elastic"].get<bool>()) {
+    const auto rest = setup.schedule->epoch(setup.schedule->position(setup.first_step).epoch);
+    std::printf("elastic resume: the checkpoint's plan had %d model rank(s), this run has %zu; epoch %lld goes on "
+                "with the %lld samples it has not trained (%lld were), in %lld steps (%lld left over)\n",
+                (*setup.resume_from)["model_ranks"].get<int>(), setup.model_ranks.size(),
+                static_cast<long long>(rest->epoch()),
+                static_cast<long long>(setup.schedule->samples().size() - rest->trained_earlier().size()),
+                static_cast<long long>(rest->trained_earlier().size()), static_cast<long long>(rest->steps()),
+                static_cast<long long>(rest->dropped_samples()));
+    std::fflush(stdout);
   }
   if (job.resume_step >= 0) setup.first_step = python_resume_step(job, setup.end_step);
   if (!job.python_ranks().empty() && settings.replay_from_memory) {
@@ -411,6 +424,8 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   context.delay = rank_timing.delay();
   StatusBoard status(session, settings.status_every_s);
   context.status = &status;
+  // Beats only to the ranks this one waits on and that wait on it (O(log ranks), not ranks - 1).
+  session.limit_heartbeat(heartbeat_peers(setup.roles, session.rank(), session.size()));
   FinishLine finish(session, settings.timeout_s, finish_line_watchers(session, setup, me));
   context.finish = &finish;
   context.features = feature_settings(settings, reader);

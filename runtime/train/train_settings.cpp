@@ -65,6 +65,7 @@ TrainSettings TrainSettings::read(const config::Config& config) {
   settings.reader_threads = static_cast<int>(config.integer("train.reader_threads"));
   settings.read_ahead = static_cast<int>(config.integer("train.read_ahead"));
   settings.replay_from_memory = config.boolean("train.replay_from_memory");
+  settings.log_samples = config.boolean("debug.log_samples");
   settings.model.kind = config.string("model.kind");
   settings.model.size = config.string("model.size");
   settings.model.torchscript_path = config.string("model.torchscript_path");
@@ -80,10 +81,6 @@ TrainSettings TrainSettings::read(const config::Config& config) {
 
 RolePlanRequest TrainSettings::role_plan_request(std::vector<std::string> hosts, int gpus_per_node) const {
   return with_topology(roles, std::move(hosts), gpus_per_node);
-}
-
-int64_t TrainSettings::end_step(int64_t steps_per_epoch) const {
-  return steps > 0 ? steps : epochs * steps_per_epoch;
 }
 
 model::FeatureTransformSettings feature_settings(const TrainSettings& settings, const cache::CacheReader& reader) {

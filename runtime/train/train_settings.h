@@ -40,6 +40,7 @@ struct TrainSettings {
   int reader_threads = 2;           // train.reader_threads
   int read_ahead = 4;               // train.read_ahead
   bool replay_from_memory = false;  // train.replay_from_memory
+  bool log_samples = false;         // debug.log_samples: model ranks log every batch's samples
 
   // model.* (vocabulary, n_mels and device are the cache's and the rank's: see model_loop.cpp)
   // and optim.*; train.seed seeds the model and dropout.
@@ -60,8 +61,6 @@ struct TrainSettings {
 
   // The role-plan request for these hosts (index = rank) and the GPUs visible on each node.
   RolePlanRequest role_plan_request(std::vector<std::string> hosts, int gpus_per_node) const;
-  // The global step the run ends at: train.steps, else train.epochs whole epochs.
-  int64_t end_step(int64_t steps_per_epoch) const;
 };
 
 // The feature transform's settings with the cache's mel statistics when train.normalize_mels is
