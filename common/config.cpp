@@ -171,6 +171,21 @@ Config Config::load(const Schema& schema, const std::filesystem::path& path,
   return config;
 }
 
+nlohmann::json Config::to_wire() const {
+  nlohmann::json wire = nlohmann::json::object();
+  for (const auto& [key, value] : values_) wire[key] = {value.text, value.origin};
+  return wire;
+}
+
+Config Config::from_wire(const Schema& schema, const nlohmann::json& wire) {
+  Config config = load(schema, "", {});
+  for (const auto& [key, value] : wire.items()) {
+    const std::string origin = value.at(1).get<std::string>();
+    if (origin != "default") config.set(key, value.at(0).get<std::string>(), origin);
+  }
+  return config;
+}
+
 void Config::set(const std::string& key, const std::string& value, const std::string& origin) {
   const Setting* setting = schema_->find(key);
   if (setting == nullptr) {

@@ -83,6 +83,12 @@ class Config {
   std::string to_yaml() const;
   // Writes to_yaml() atomically (temp file + rename).
   void write(const std::filesystem::path& path) const;
+  // Every value with its origin, {"section.key": [text, origin]}: a config sent to another
+  // process, which must tell what its user gave from the defaults as this one does.
+  nlohmann::json to_wire() const;
+  // The config to_wire() made: defaults stay defaults, every other value is validated against
+  // `schema` and keeps its origin.
+  static Config from_wire(const Schema& schema, const nlohmann::json& wire);
 
   const std::filesystem::path& source_file() const { return source_file_; }
 

@@ -2,10 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <optional>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +12,6 @@
 namespace sluice::runtime {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // One rank's announcement on the wire (MPI_Allgather of int64 values).
@@ -43,27 +39,6 @@ std::string broadcast_text(const MpiSession& session, std::string text, int root
   text.resize(static_cast<size_t>(length));
   check_mpi(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, session.world()), what);
   return text;
-}
-
-// Rank 0's config as this process's: the YAML read back through the schema (so types and
-// bounds are checked as for a file), from a private temporary file.
-config::Config config_from_yaml(const std::string& yaml, int rank) {
-  const fs::path path = fs::temp_directory_path() /
-                        ("sluice-rank" + std::to_string(rank) + "-" + std::to_string(::getpid()) + "-rank0.yaml");
-  {
-    std::ofstream out(path);
-    out << yaml;
-    if (!out) throw ConfigError("could not write rank 0's config to " + path.string() + " (is the disk full?)");
-  }
-  try {
-    config::Config config = config::Config::load(settings_schema(), path, {});
-    fs::remove(path);
-    return config;
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove(path, ignored);
-    throw;
-  }
 }
 
 // The same check on every rank, from the gathered announcements: the same ConfigError everywhere.
@@ -125,13 +100,15 @@ JobAgreement agree_on_job(const MpiSession& session, const RankAnnouncement& min
     if (a.kind == RankKind::python) job.resume_step = a.resume_step;
   }
   if (session.size() == 1) return job;  // one Python process: its own config
-  const std::string yaml = broadcast_text(session, session.rank() == 0 ? config.to_yaml() : "", 0,
+  // With each value's origin: a setting rank 0 left at its default is a default here too, which
+  // the check against the cache (cache_agreement.h) takes from the cache instead.
+  const std::string wire = broadcast_text(session, session.rank() == 0 ? config.to_wire().dump() : "", 0,
                                           "MPI_Bcast(rank 0's config)");
   // Rank 0 keeps its own; every other rank compares (when its script gave a config) and takes it.
   std::optional<config::Config> rank0;
   std::string difference;
   if (session.rank() != 0) {
-    rank0 = config_from_yaml(yaml, session.rank());
+    rank0 = config::Config::from_wire(settings_schema(), json::parse(wire));
     if (mine.own_config) difference = config_differences(config, *rank0);
   }
   int first = difference.empty() ? session.size() : session.rank();

@@ -57,6 +57,25 @@ TEST(Config, FileThenOverridesInOrder) {
   EXPECT_TRUE(config.boolean("prep.overwrite"));
 }
 
+// A config sent to another process (a Python model rank takes rank 0's) keeps what was given
+// apart from the defaults: the check against the cache takes defaults from the cache.
+TEST(Config, WireKeepsValuesAndOrigins) {
+  const Schema schema = test_schema();
+  const auto path = write_yaml("sluice-config-wire.yaml", "features:\n  mel_scale: htk\n");
+  const Config sent = Config::load(schema, path, {"features.n_mels=64"});
+  const Config received = Config::from_wire(schema, nlohmann::json::parse(sent.to_wire().dump()));
+  EXPECT_EQ(received.integer("features.n_mels"), 64);
+  EXPECT_EQ(received.origin("features.n_mels"), "--set");
+  EXPECT_EQ(received.string("features.mel_scale"), "htk");
+  EXPECT_EQ(received.origin("features.mel_scale"), path.string() + ":2");
+  EXPECT_EQ(received.origin("features.f_max"), "default");
+  EXPECT_EQ(received.to_json(), sent.to_json());
+  // What arrives is validated as a file's values are.
+  nlohmann::json wire = sent.to_wire();
+  wire["features.n_mels"] = {"0", "rank 0"};
+  EXPECT_THROW(Config::from_wire(schema, wire), ConfigError);
+}
+
 TEST(Config, UnknownKeyNamesFileLineAndCloseMatch) {
   const Schema schema = test_schema();
   const auto path = write_yaml("sluice-config-unknown.yaml", "cache:\n  dir: x\nfeatures:\n  n_mel: 100\n");

@@ -196,8 +196,10 @@ TEST_F(ExitCodesOnACache, SettingsNotGivenAreTheCachesAndTheRunRemembersItsCache
 // The reader's error (which shard, what to run) reaches the user in every layout, with exit 1.
 void expect_missing_shard_named(const CommandResult& result, int ranks) {
   EXPECT_EQ(result.exit_code, 1) << ranks << " rank(s):\n" << result.output;
-  EXPECT_TRUE(contains(result.output, "cache error: cannot open")) << result.output;
-  EXPECT_TRUE(contains(result.output, "shard-00001.h5 does not exist")) << result.output;
+  // Found when the cache is opened (every listed shard's size is checked against the manifest).
+  EXPECT_TRUE(contains(result.output, "cache error: shard ")) << result.output;
+  EXPECT_TRUE(contains(result.output, "shard-00001.h5 listed in ")) << result.output;
+  EXPECT_TRUE(contains(result.output, "manifest.json is missing")) << result.output;
   EXPECT_TRUE(contains(result.output, "run `sluice cache verify")) << result.output;
   EXPECT_TRUE(contains(result.output, "[rank 0 @ ")) << result.output;  // the data rank (or the one process)
 }
