@@ -65,6 +65,12 @@ BatchPointers BatchPointers::of(const void* bytes, size_t size) {
   return at(bytes, *header);
 }
 
+int64_t BatchPointers::real_frames() const {
+  int64_t frames = 0;
+  for (int32_t i = 0; i < header->batch_size; ++i) frames += mel_lens[i];
+  return frames;
+}
+
 BatchPointers BatchPointers::at(const void* bytes, const BatchHeader& header) {
   const auto* base = static_cast<const std::byte*>(bytes);
   const BatchLayout layout = BatchLayout::of(header.batch_size, header.max_tokens, header.max_frames, header.n_mels);

@@ -67,6 +67,8 @@ struct BatchPointers {
   // The sections of a batch with `header`'s shape laid out from `bytes`, unchecked: `bytes` may
   // be device memory (nothing is read).
   static BatchPointers at(const void* bytes, const BatchHeader& header);
+  // The batch's real (unpadded) mel frames: the sum of mel_lens, read on the host.
+  int64_t real_frames() const;
 };
 
 // A batch that arrived in device memory (GPU transports). The training loop reads the header and

@@ -148,8 +148,7 @@ void BatchStream::check_position(const BatchPointers& batch) const {
 }
 
 void BatchStream::count(const BatchPointers& batch) {
-  int64_t batch_frames = 0;
-  for (int32_t i = 0; i < batch.header->batch_size; ++i) batch_frames += batch.mel_lens[i];
+  const int64_t batch_frames = batch.real_frames();
   frames_ += batch_frames;
   samples_ += batch.header->batch_size;
   ++interval_.steps;
