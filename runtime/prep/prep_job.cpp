@@ -18,6 +18,7 @@
 #include "cache/shard_reader.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/file_lock.h"
 #include "common/file_util.h"
 #include "common/host.h"
 #include "common/log.h"
@@ -26,7 +27,6 @@
 #include "runtime/rank_timing.h"
 #include "dataset/phonemizer.h"
 #include "dataset/vocabulary.h"
-#include "runtime/prep/prep_lock.h"
 #include "runtime/prep/prep_plan.h"
 #include "runtime/prep/progress_line.h"
 #include "runtime/settings.h"
@@ -485,15 +485,17 @@ std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::C
   return PrepPlan::from_json(message["plan"]);
 }
 
-// Rank 0: the cache directory's prep lock, or why it cannot be had ("another prep holds this
-// cache (pid N on host H since T) ...").
-std::string take_lock(const fs::path& dir, std::optional<PrepLock>& lock) {
-  try {
-    lock.emplace(dir);
-    return "";
-  } catch (const CacheError& held) {
-    return held.what();
-  }
+// Rank 0: the cache directory's prep lock (common/file_lock.h), or why it cannot be had
+// ("another prep holds this cache (pid N on host H since T) ...").
+std::string take_lock(const fs::path& dir, std::optional<FileLock>& lock) {
+  const fs::path path = dir / "prep.lock";
+  lock.emplace(path, ErrorKind::cache);
+  if (lock->held()) return "";
+  const std::string refusal = "another prep holds this cache (" + lock->holder() + "): " + path.string() +
+                              " is locked. Wait for that prep to finish (or stop it), or write to another --out; "
+                              "a prep that died releases the lock by itself";
+  lock.reset();
+  return refusal;
 }
 
 // Rank 0: the cache directory, created when missing; a file system that refuses is an
@@ -549,7 +551,7 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   out_settings["corpus"]["layout"] = listing.format;  // what `auto` decided; `cache inspect` shows it
   // Rank 0 holds the directory's lock to the end of the job, before anything in it is read or
   // removed (a second prep would delete the first one's temporaries).
-  std::optional<PrepLock> lock;
+  std::optional<FileLock> lock;
   std::string lock_refusal;
   if (session.rank() == 0) {
     log_listing(listing, session.size(), settings.threads);

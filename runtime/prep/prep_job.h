@@ -15,7 +15,7 @@
 //     every prep.progress_interval_s; rank 0 pings the others at the same interval. Silence for
 //     longer than runtime.timeout_s is an error naming the silent rank.
 //     Rank 0 holds CACHE_DIR/prep.lock (flock) from step 3 to the end: a second prep into the
-//     same directory is refused at once, naming the holder (runtime/prep/prep_lock.h).
+//     same directory is refused at once, naming the holder (common/file_lock.h).
 //  5. Each rank sends rank 0 its result. Only when every rank succeeded does rank 0 write
 //     rejects.jsonl, index.h5 and, last, manifest.json; then it broadcasts the exit code.
 #include "common/config.h"

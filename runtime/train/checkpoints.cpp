@@ -289,7 +289,7 @@ json resume_position(const fs::path& run_dir, PlanSchedule& schedule, bool warn)
   return latest;
 }
 
-void claim_run_dir(const fs::path& run_dir, bool overwrite, bool remove) {
+void claim_fresh_run_dir(const fs::path& run_dir, bool overwrite, bool remove) {
   const Checkpoints checkpoints(run_dir);
   const std::vector<fs::path> files = checkpoints.files();
   const bool latest = fs::exists(checkpoints.dir() / "latest.json");

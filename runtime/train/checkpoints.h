@@ -82,6 +82,6 @@ nlohmann::json resume_position(const std::filesystem::path& run_dir, PlanSchedul
 // checkpoints, unless `overwrite`; then, where `remove` (one rank), deletes the earlier run's
 // checkpoints, per-rank stats, timelines and report first. Every rank calls it, before writing
 // anything into `run_dir`.
-void claim_run_dir(const std::filesystem::path& run_dir, bool overwrite, bool remove);
+void claim_fresh_run_dir(const std::filesystem::path& run_dir, bool overwrite, bool remove);
 
 }  // namespace sluice::runtime

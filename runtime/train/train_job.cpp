@@ -13,6 +13,7 @@
 
 #include "cache/cache_reader.h"
 #include "common/error.h"
+#include "common/file_lock.h"
 #include "common/file_util.h"
 #include "common/host.h"
 #include "common/log.h"
@@ -46,6 +47,7 @@ using nlohmann::json;
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 
 constexpr int timeline_tag = 7320;
+constexpr int run_dir_lock_tag = 7321;
 
 int64_t peak_rss_bytes() {
   rusage usage{};
@@ -108,8 +110,7 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
 
 // The role plan from the ranks' hosts and the node's GPUs; rank 0 prints it and keeps the config
 // in the run directory.
-RolePlan plan_and_print_roles(const MpiSession& session, const config::Config& config,
-                              const TrainSettings& settings, const JobAgreement& job) {
+RolePlan plan_and_print_roles(const MpiSession& session, const TrainSettings& settings, const JobAgreement& job) {
   std::vector<std::string> hosts;
   for (int r = 0; r < session.size(); ++r) hosts.push_back(session.host_of(r));
   RolePlanRequest request =
@@ -121,8 +122,6 @@ RolePlan plan_and_print_roles(const MpiSession& session, const config::Config& c
   if (session.rank() == 0) {
     std::printf("%s", roles.table().c_str());
     std::fflush(stdout);
-    fs::create_directories(settings.run_dir);
-    config.write(settings.run_dir / "sluice-train.yaml");
   }
   return roles;
 }
@@ -142,13 +141,7 @@ int64_t python_resume_step(const JobAgreement& job, int64_t end_step) {
 RunSetup plan_run(const MpiSession& session, const config::Config& config, const TrainSettings& settings,
                   const cache::CacheReader& reader, const TrainOptions& options, const JobAgreement& job) {
   RunSetup setup;
-  if (options.resume && options.overwrite) {
-    throw ConfigError("--resume continues the run in " + settings.run_dir.string() +
-                      " and --overwrite deletes it: give one of them");
-  }
-  // Before anything is written into the run directory: a refused run leaves an earlier one intact.
-  if (!options.resume) claim_run_dir(settings.run_dir, options.overwrite, session.rank() == 0);
-  setup.roles = plan_and_print_roles(session, config, settings, job);
+  setup.roles = plan_and_print_roles(session, settings, job);
   setup.model_ranks = setup.roles.model_ranks();
   SplitSamples split = split_samples(reader.entries(), settings.validation_fraction, settings.validation_seed);
   setup.validation = std::move(split.validation);
@@ -167,6 +160,8 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
                 static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
                 setup.validation.size());
     std::fflush(stdout);
+    // Only now that a --resume is known to go on: a refused one leaves the earlier run's files as they were.
+    config.write(settings.run_dir / "sluice-train.yaml");
     // RUN_DIR/padding.json: what padding costs the model ranks, for the report's padding verdict.
     write_padding_summary(settings.run_dir, setup.schedule->samples(), settings.plan,
                           static_cast<int>(setup.model_ranks.size()));
@@ -381,11 +376,44 @@ std::unique_ptr<DataSide> make_data_side(const MpiSession& session, const TrainS
   return data_side;
 }
 
-// A run directory trains on one cache: --resume checks RUN_DIR/cache.json, and rank 0 (re)writes it.
-void check_run_dir_cache(const MpiSession& session, const TrainSettings& settings, const cache::CacheReader& reader,
-                         const TrainOptions& options) {
+// Rank 0 holds RUN_DIR/train.lock to the end of the run (common/file_lock.h): a second train into
+// the same run directory, --resume or not, would overwrite this one's checkpoints and timelines.
+// Every rank learns of a refusal, so that all stop with the same message before anything is written.
+void lock_run_dir(const MpiSession& session, const TrainSettings& settings, std::optional<FileLock>& lock) {
+  std::string refusal;
+  if (session.rank() == 0) {
+    std::error_code error;
+    fs::create_directories(settings.run_dir, error);
+    if (error) throw_file_error(error.value(), "create the run directory", settings.run_dir.string(), ErrorKind::config);
+    const fs::path path = settings.run_dir / "train.lock";
+    lock.emplace(path, ErrorKind::config);
+    if (!lock->held()) {
+      refusal = "another train is running in " + settings.run_dir.string() + " (" + lock->holder() + "; " +
+                path.string() + " is locked): two runs in one directory would overwrite each other's checkpoints. "
+                "Wait for it to finish (or stop it), or choose another --run-dir; a train that died releases the "
+                "lock by itself";
+    }
+  }
+  refusal = broadcast_string(session, refusal, run_dir_lock_tag, settings.timeout_s, "whether the run directory is free");
+  if (!refusal.empty()) throw ConfigError(refusal);
+}
+
+// The run directory is this run's: locked, and either a run to --resume on the same cache
+// (RUN_DIR/cache.json) or free of an earlier run's checkpoints (--overwrite deletes them). All
+// checked before rank 0 writes anything into it, so that a refused run leaves an earlier one intact.
+void claim_run_dir(const MpiSession& session, const TrainSettings& settings, const cache::CacheReader& reader,
+                   const TrainOptions& options, std::optional<FileLock>& lock) {
+  if (options.resume && options.overwrite) {
+    throw ConfigError("--resume continues the run in " + settings.run_dir.string() +
+                      " and --overwrite deletes it: give one of them");
+  }
+  lock_run_dir(session, settings, lock);
   const nlohmann::json record = cache_record(reader.manifest(), reader.dir());
-  if (options.resume) check_resumed_cache(settings.run_dir, record);
+  if (options.resume) {
+    check_resumed_cache(settings.run_dir, record);
+  } else {
+    claim_fresh_run_dir(settings.run_dir, options.overwrite, session.rank() == 0);
+  }
   if (session.rank() == 0) write_cache_record(settings.run_dir, record);
 }
 
@@ -408,7 +436,8 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   // from here on `config` is what the run trains on, and what RUN_DIR/sluice-train.yaml says.
   const config::Config config = agree_with_cache(agreed, reader.manifest(), reader.dir());
   const TrainSettings settings = TrainSettings::read(config);
-  check_run_dir_cache(session, settings, reader, options);
+  std::optional<FileLock> run_dir_lock;  // held to the end of the run
+  claim_run_dir(session, settings, reader, options, run_dir_lock);
   const RunSetup setup = plan_run(session, config, settings, reader, options, job);
   const RankPlacement& me = setup.roles.at(session.rank());
   set_up_compute(session, settings, me);

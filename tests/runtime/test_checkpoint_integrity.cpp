@@ -3,6 +3,7 @@
 // directory, then runs the binary again and checks what it says, what it resumed from and what
 // is left on disk (runtime/train/checkpoints.h).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,7 +11,10 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <signal.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -52,11 +56,14 @@ void flip_bytes_in_the_middle(const fs::path& path) {
   file.write(bytes, sizeof(bytes));
 }
 
-// Every file under `dir` with its bytes: what "left intact" compares.
+// Every file under `dir` with its bytes: what "left intact" compares. train.lock is not a run's
+// data: every train, refused or not, takes it and writes its own pid there.
 std::map<std::string, std::string> snapshot(const fs::path& dir) {
   std::map<std::string, std::string> files;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    if (entry.is_regular_file()) files[fs::relative(entry.path(), dir).string()] = slurp(entry.path());
+    if (entry.is_regular_file() && entry.path().filename() != "train.lock") {
+      files[fs::relative(entry.path(), dir).string()] = slurp(entry.path());
+    }
   }
   return files;
 }
@@ -268,6 +275,72 @@ TEST_F(CheckpointIntegrity, ReusedRunDirIsRefusedUnlessOverwritten) {
   ASSERT_EQ(now.size(), 2u);
   const auto first = losses(pristine_);
   EXPECT_EQ(now, std::vector<double>(first.begin(), first.begin() + 2));
+}
+
+// A --resume that is refused (here: another batch plan than the checkpoint's) and a fresh run
+// refused for the earlier run's checkpoints, the latter on another cache: neither touches a byte
+// of the earlier run, its sluice-train.yaml, padding.json and cache.json included.
+TEST_F(CheckpointIntegrity, RefusedRunsLeaveTheEarlierRunsFilesAsTheyWere) {
+  const fs::path run_dir = copy_of_pristine("refused");
+  const auto before = snapshot(run_dir);
+  ASSERT_EQ(before.count("sluice-train.yaml"), 1u);
+  ASSERT_EQ(before.count("padding.json"), 1u);
+  ASSERT_EQ(before.count("cache.json"), 1u);
+
+  auto result = run(train(run_dir, 6, "--resume --set train.batch_size=2"));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_EQ(snapshot(run_dir), before) << result.output;
+
+  const fs::path other_cache = scratch("other-cache");
+  const auto prep = run(std::string(SLUICE_BINARY) + " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " +
+                        other_cache.string() + " --set cache.shard_size=16");
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  std::string fresh = train(run_dir, 2);
+  fresh.replace(fresh.find(cache_.string()), cache_.string().size(), other_cache.string());
+  result = run(fresh);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("holds 3 checkpoint(s) of an earlier run"), std::string::npos) << result.output;
+  EXPECT_EQ(snapshot(run_dir), before) << result.output;
+}
+
+// Two trains into one run directory at once: the second, --resume or not, is refused at once
+// (exit 2) naming the first's pid and host and RUN_DIR/train.lock, and writes nothing; the first
+// goes on, and stops with its checkpoint on SIGTERM. A lock file left by a finished or killed
+// train blocks nobody (the pristine copy carries one).
+TEST_F(CheckpointIntegrity, SecondTrainIntoARunningRunDirIsRefusedNamingTheFirst) {
+  const fs::path run_dir = copy_of_pristine("concurrent");
+  CommandResult first{-1, ""};
+  std::thread first_run([&] { first = run(train(run_dir, 100000, "--resume --set train.checkpoint_every=1000")); });
+  // The first train holds the lock once its pid is in the file.
+  const fs::path lock = run_dir / "train.lock";
+  long long pid = -1;
+  for (int i = 0; i < 600 && pid < 0; ++i) {
+    try {
+      const json holder = read_json(lock);
+      if (holder.at("pid").get<long long>() != 0 && fs::exists(run_dir / "ranks")) pid = holder.at("pid");
+    } catch (const std::exception&) {
+    }
+    // The pristine run's own pid is in the copy until the first train replaces it.
+    if (pid >= 0 && ::kill(static_cast<pid_t>(pid), 0) != 0) pid = -1;
+    if (pid < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(pid, 0) << "the first train never took " << lock;
+  const auto during = snapshot(run_dir / "checkpoints");
+
+  for (const char* flags : {"--resume", "--overwrite", ""}) {
+    const auto second = run(train(run_dir, 2, flags));
+    EXPECT_EQ(second.exit_code, 2) << flags << "\n" << second.output;
+    EXPECT_NE(second.output.find("another train is running in " + run_dir.string() + " (pid " + std::to_string(pid)),
+              std::string::npos)
+        << flags << "\n" << second.output;
+    EXPECT_NE(second.output.find("train.lock is locked"), std::string::npos) << second.output;
+  }
+  EXPECT_EQ(snapshot(run_dir / "checkpoints"), during);
+
+  ::kill(static_cast<pid_t>(pid), SIGTERM);
+  first_run.join();
+  EXPECT_EQ(first.exit_code, 4) << first.output;
+  EXPECT_GT(read_json(run_dir / "checkpoints" / "latest.json")["global_step"].get<int>(), 3) << first.output;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "runtime/prep/prep_lock.h"
+#include "common/file_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,11 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "common/host.h"
 #include "common/log.h"
 
-namespace sluice::runtime {
+namespace sluice {
 namespace {
 
 std::string utc_now() {
@@ -41,32 +40,29 @@ std::string describe_holder(int fd) {
 
 }  // namespace
 
-PrepLock::PrepLock(const std::filesystem::path& cache_dir) {
-  const std::filesystem::path path = cache_dir / file_name;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_file_error(errno, "create the lock file", path.string(), ErrorKind::cache);
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+FileLock::FileLock(const std::filesystem::path& path, ErrorKind otherwise) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw_file_error(errno, "create the lock file", path.string(), otherwise);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int saved = errno;
-    const std::string holder = saved == EWOULDBLOCK ? describe_holder(fd_) : std::string();
-    ::close(fd_);
-    fd_ = -1;
-    if (saved != EWOULDBLOCK) throw_file_error(saved, "lock", path.string(), ErrorKind::cache);
-    throw CacheError("another prep holds this cache (" + holder + "): " + path.string() +
-                     " is locked. Wait for that prep to finish (or stop it), or write to another --out; "
-                     "a prep that died releases the lock by itself");
+    if (saved == EWOULDBLOCK) holder_ = describe_holder(fd);
+    ::close(fd);
+    if (saved != EWOULDBLOCK) throw_file_error(saved, "lock", path.string(), otherwise);
+    return;
   }
+  fd_ = fd;
   const std::string holder =
       nlohmann::json{{"pid", static_cast<long long>(::getpid())}, {"host", host_name()}, {"since", utc_now()}}.dump() +
       "\n";
-  // Only for the message of a prep that is refused: failing to write it (a full disk) is no reason
+  // Only for the message of a job that is refused: failing to write it (a full disk) is no reason
   // to stop, since the lock itself is held.
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, holder.data(), holder.size(), 0) != static_cast<ssize_t>(holder.size())) {
-    log::get("runtime")->debug("could not write the holder into {}", path.string());
+    log::get("common")->debug("could not write the holder into {}", path.string());
   }
 }
 
-PrepLock::~PrepLock() {
+FileLock::~FileLock() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-}  // namespace sluice::runtime
+}  // namespace sluice
