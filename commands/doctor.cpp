@@ -16,6 +16,7 @@
 #include "common/host.h"
 #include "model/model_config.h"
 #include "runtime/train/batch_feeder.h"
+#include "runtime/train/cache_agreement.h"
 #include "runtime/train/batch_plan.h"
 #include "runtime/settings.h"
 #include "runtime/train/train_settings.h"
@@ -368,12 +369,14 @@ void collect_cache(const config::Config& config, const DoctorOptions& options, D
     cache.samples = reader.size();
     cache.n_mels = reader.n_mels();
     cache.shards = static_cast<int>(reader.manifest()["shards"].size());
-    // The batch plan as train builds it: a batch size or bucket setting that cannot work fails here.
+    // The settings prep recorded are the cache's, as in train (a given one that differs fails here),
+    // then the batch plan as train builds it: a batch size or bucket setting that cannot work fails too.
     if (facts.config_error.empty() && facts.roles) {
       try {
-        SplitSamples split = split_samples(reader.entries(), config.number("train.validation_fraction"),
-                                           static_cast<uint64_t>(config.integer("train.validation_seed")));
-        PlanSchedule schedule(std::move(split.train), batch_plan_config(config),
+        const config::Config agreed = agree_with_cache(config, reader.manifest(), reader.dir());
+        SplitSamples split = split_samples(reader.entries(), agreed.number("train.validation_fraction"),
+                                           static_cast<uint64_t>(agreed.integer("train.validation_seed")));
+        PlanSchedule schedule(std::move(split.train), batch_plan_config(agreed),
                               static_cast<int>(facts.roles->model_ranks().size()));
         (void)schedule.epoch(0);
       } catch (const ConfigError& error) {

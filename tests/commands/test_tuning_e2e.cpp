@@ -89,6 +89,19 @@ TEST_F(Tuning, DoctorNamesTheNcclSharedGpuPlanAndExitsOne) {
   EXPECT_TRUE(has_problem(report, "blocking", "gpu", "no GPU is visible")) << report["problems"].dump(2);
 }
 
+// A features setting other than the cache's: train refuses it (exit 2), so doctor, which checks
+// the config with train's own errors, must block on it and name the setting and both values.
+TEST_F(Tuning, DoctorBlocksOnASettingThatDisagreesWithTheCache) {
+  int code = -1;
+  const json report = doctor("--cache " + cache_.string() + " --set features.n_mels=64", &code);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(report["config"]["valid"], false);
+  const std::string error = report["config"]["error"];
+  EXPECT_NE(error.find("settings disagree with the cache in " + cache_.string()), std::string::npos) << error;
+  EXPECT_NE(error.find("features.n_mels: 64 (--set) but the cache was prepared with 80"), std::string::npos) << error;
+}
+
 TEST_F(Tuning, DoctorReportsABadConfigFileWithTrainsErrorAndAMissingCache) {
   const fs::path dir = test::scratch_dir("tuning-test", "bad-config");
   std::ofstream(dir / "train.yaml") << "train:\n  batch_sise: 8\n";
