@@ -124,7 +124,9 @@ struct ShardBuilder::State {
     changed.notify_all();
   }
 
-  ItemResult process(int64_t row, dataset::UnknownCounts& unknown) {
+  // `audio` is the worker's decode buffer, reused from row to row (its contents are this row's
+  // samples on return).
+  ItemResult process(int64_t row, dataset::UnknownCounts& unknown, std::vector<float>& audio) {
     const auto& item = listing.items[static_cast<size_t>(row)];
     ItemResult out;
     try {
@@ -145,7 +147,7 @@ struct ShardBuilder::State {
       auto start = Clock::now();
       const int64_t decode_start_ns = timing::now_ns();
       dataset::AudioLoadSeconds load;
-      std::vector<float> audio = dataset::load_audio(item.audio, settings.mel.sample_rate, &load);
+      dataset::load_audio(item.audio, settings.mel.sample_rate, audio, &load);
       settings.delay.apply(timing::Stage::decode, settings.rank, row);
       decode_ns += nanoseconds_since(start);
       record_span(timing::Stage::decode, decode_start_ns, decode_start_ns + static_cast<int64_t>(load.decode * 1e9), row);
@@ -201,6 +203,7 @@ struct ShardBuilder::State {
   void worker() {
     timing::SpanRecorder::global().name_this_thread("worker " + std::to_string(worker_ids++));
     dataset::UnknownCounts unknown;
+    std::vector<float> audio;
     try {
       while (true) {
         int64_t task = 0;
@@ -213,7 +216,7 @@ struct ShardBuilder::State {
           if (stopping || next_task >= static_cast<int64_t>(rows.size())) break;
           task = next_task++;
         }
-        ItemResult item = process(rows[static_cast<size_t>(task)], unknown);
+        ItemResult item = process(rows[static_cast<size_t>(task)], unknown, audio);
         {
           std::lock_guard<std::mutex> lock(mutex);
           slots[static_cast<size_t>(task) % window()] = std::move(item);
