@@ -40,8 +40,11 @@ void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t 
 // any other, rather than a failure of the shard (whose writer refuses non-finite values).
 void check_finite_features(const std::filesystem::path& audio_file, const std::vector<float>& audio,
                            const std::vector<float>& mel, int n_mels) {
+  // One branch-free pass first (the common case, on every clip); the search only on a bad clip.
+  bool all_finite = true;
+  for (float value : mel) all_finite &= std::isfinite(value);
+  if (all_finite) return;
   const auto bad = std::find_if(mel.begin(), mel.end(), [](float value) { return !std::isfinite(value); });
-  if (bad == mel.end()) return;
   float peak = 0.0f;
   for (float sample : audio) peak = std::max(peak, std::fabs(sample));
   const auto at = static_cast<int64_t>(bad - mel.begin());
