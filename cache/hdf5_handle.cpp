@@ -277,6 +277,12 @@ size_t read_raw_chunk(const Dataset& dataset, const hsize_t* offset, void* buffe
   return static_cast<size_t>(stored);
 }
 
+void write_raw_chunk(const Dataset& dataset, const hsize_t* offset, uint32_t filter_mask,
+                     const void* bytes, size_t size, const Where& where) {
+  check(H5Dwrite_chunk(dataset.id(), H5P_DEFAULT, filter_mask, offset, size, bytes), "H5Dwrite_chunk",
+        where);
+}
+
 uint32_t fletcher32(const void* data_pointer, size_t bytes) {
   // HDF5 adds each big-endian 16-bit word w_j to sum1 and then sum1 to sum2, folding both every
   // 360 words. Per block of n words that is sum1 += S and sum2 += n * sum1 + T with S = sum(w_j)

@@ -227,6 +227,13 @@ ChunkPlace chunk_place(const Dataset& dataset, const hsize_t* offset, const Wher
 size_t read_raw_chunk(const Dataset& dataset, const hsize_t* offset, void* buffer, size_t capacity,
                       uint32_t& filter_mask, const Where& where);
 
+// Direct chunk write (H5Dwrite_chunk): stores `bytes` as the chunk whose first element is at
+// `offset`, bypassing the filter pipeline and the chunk cache; filter_mask 0 says every filter was
+// applied, so the bytes must be what the pipeline would have produced (with fletcher32 alone: the
+// chunk's data, then its checksum little-endian). The dataset's extent must already cover the chunk.
+void write_raw_chunk(const Dataset& dataset, const hsize_t* offset, uint32_t filter_mask,
+                     const void* bytes, size_t size, const Where& where);
+
 // Fletcher-32 exactly as HDF5's fletcher32 filter computes it (H5_checksum_fletcher32: big-endian
 // 16-bit words, folded every 360 words), but ~4x faster (vectorisable). The filter stores it
 // little-endian after the chunk's data.

@@ -1,18 +1,26 @@
 #include "dataset/audio.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sndfile.h>
 #include <soxr.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace sluice::dataset {
 namespace {
@@ -41,71 +49,203 @@ uint32_t read_u32(const unsigned char* bytes, bool big_endian) {
   return uint32_t{bytes[3]} << 24 | uint32_t{bytes[2]} << 16 | uint32_t{bytes[1]} << 8 | bytes[0];
 }
 
-struct DataChunk {
-  uint64_t offset = 0;         // of the first sample byte
-  uint32_t declared_size = 0;  // bytes, as written in the chunk header
+uint16_t read_u16_le(const unsigned char* bytes) {
+  return static_cast<uint16_t>(bytes[0] | (bytes[1] << 8));
+}
+
+// The first bytes of a file (or all of them), read with one open + fstat + read + close instead of
+// the dozens of small reads and seeks libsndfile's own header parser makes on a path.
+struct FileBytes {
+  std::vector<unsigned char> bytes;  // bytes [0, bytes.size()) of the file
+  uint64_t file_size = 0;
 };
 
-// Walks a RIFF/RIFX file's chunk table up to the "data" chunk. nullopt when the file is not a
-// plain RIFF container (RF64 keeps its sizes in a ds64 chunk) or has no data chunk header.
-std::optional<DataChunk> find_wav_data_chunk(const fs::path& path, uint64_t file_size) {
-  std::ifstream in(path, std::ios::binary);
-  std::array<unsigned char, 12> riff{};
-  if (!in.read(reinterpret_cast<char*>(riff.data()), riff.size())) return std::nullopt;
-  bool big_endian;
-  if (std::memcmp(riff.data(), "RIFF", 4) == 0) {
-    big_endian = false;
-  } else if (std::memcmp(riff.data(), "RIFX", 4) == 0) {
-    big_endian = true;
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
+// Reads up to `limit` bytes from the start of path into `out` (whose capacity is reused).
+// A file that is not there is missing_audio; one that cannot be opened or read is unreadable.
+void read_file_start(const fs::path& path, uint64_t limit, FileBytes& out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR) reject(RejectReason::missing_audio, path, "no such file");
+    reject(RejectReason::unreadable_audio, path, std::string("cannot open it: ") + std::strerror(error));
+  }
+  const FdCloser closer{fd};
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    reject(RejectReason::unreadable_audio, path, "not a regular file");
+  }
+  out.file_size = static_cast<uint64_t>(status.st_size);
+  const uint64_t want = std::min(out.file_size, limit);
+  out.bytes.resize(static_cast<size_t>(want));
+  uint64_t got = 0;
+  while (got < want) {
+    const ssize_t n = ::pread(fd, out.bytes.data() + got, static_cast<size_t>(want - got), static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) reject(RejectReason::unreadable_audio, path, std::string("cannot read it: ") + std::strerror(errno));
+    if (n == 0) break;  // shrank under us: what is left is what the decoder sees
+    got += static_cast<uint64_t>(n);
+  }
+  out.bytes.resize(static_cast<size_t>(got));
+  if (got < want) out.file_size = got;
+}
+
+// What the chunk table of a RIFF/RIFX file says, as far as the bytes at hand reach.
+struct WavLayout {
+  bool big_endian = false;
+  bool odd_chunk = false;  // an odd-sized chunk came first: writers disagree on its pad byte
+  bool has_fmt = false;
+  uint16_t format_tag = 0;
+  uint16_t channels = 0;
+  uint32_t sample_rate = 0;
+  uint16_t block_align = 0;
+  uint16_t bits = 0;
+  uint64_t data_offset = 0;    // of the first sample byte
+  uint32_t declared_size = 0;  // bytes, as written in the data chunk header
+};
+
+// Walks a RIFF/RIFX file's chunk table up to the "data" chunk, within `bytes` (the file's first
+// bytes; file_size is the whole file's). nullopt when the file is not a plain RIFF container (RF64
+// keeps its sizes in a ds64 chunk) or the data chunk header is not within the bytes at hand.
+std::optional<WavLayout> find_wav_layout(const std::vector<unsigned char>& bytes, uint64_t file_size) {
+  if (bytes.size() < 12) return std::nullopt;
+  WavLayout layout;
+  if (std::memcmp(bytes.data(), "RIFF", 4) == 0) {
+    layout.big_endian = false;
+  } else if (std::memcmp(bytes.data(), "RIFX", 4) == 0) {
+    layout.big_endian = true;
   } else {
     return std::nullopt;
   }
-  uint64_t position = riff.size();
-  std::array<unsigned char, 8> header{};
-  while (position + header.size() <= file_size) {
-    in.seekg(static_cast<std::streamoff>(position));
-    if (!in.read(reinterpret_cast<char*>(header.data()), header.size())) return std::nullopt;
-    const uint32_t size = read_u32(header.data() + 4, big_endian);
-    if (std::memcmp(header.data(), "data", 4) == 0) {
-      return DataChunk{position + header.size(), size};
+  uint64_t position = 12;
+  constexpr uint64_t kHeader = 8;
+  while (position + kHeader <= std::min<uint64_t>(file_size, bytes.size())) {
+    const unsigned char* header = bytes.data() + position;
+    const uint32_t size = read_u32(header + 4, layout.big_endian);
+    if (std::memcmp(header, "data", 4) == 0) {
+      layout.data_offset = position + kHeader;
+      layout.declared_size = size;
+      return layout;
     }
+    if (std::memcmp(header, "fmt ", 4) == 0 && size >= 16 && position + kHeader + 16 <= bytes.size() &&
+        !layout.big_endian) {
+      const unsigned char* fmt = header + kHeader;
+      layout.has_fmt = true;
+      layout.format_tag = read_u16_le(fmt);
+      layout.channels = read_u16_le(fmt + 2);
+      layout.sample_rate = read_u32(fmt + 4, false);
+      layout.block_align = read_u16_le(fmt + 12);
+      layout.bits = read_u16_le(fmt + 14);
+    }
+    layout.odd_chunk |= (size & 1u) != 0;
     // Chunks are word-aligned: an odd-sized chunk is followed by one pad byte.
-    position += header.size() + uint64_t{size} + (size & 1u);
+    position += kHeader + uint64_t{size} + (size & 1u);
   }
   return std::nullopt;
 }
 
+// Writers that stream to a pipe cannot seek back to fix the size: sox and espeak-ng leave
+// 0x7ffff000, ffmpeg 0xffffffff, some leave 0. The true length is "what is on disk".
+bool declares_placeholder_size(const WavLayout& layout) {
+  constexpr uint32_t kStreamingPlaceholder = 0x7ffff000u;
+  return layout.declared_size == 0 || layout.declared_size >= kStreamingPlaceholder;
+}
+
 // libsndfile clamps a WAV's frame count to the bytes present and reports no error, so a file cut
 // short on disk (interrupted copy, full disk) would otherwise decode as a shorter valid clip.
-void check_wav_not_truncated(const fs::path& path, const SF_INFO& info) {
-  const int container = info.format & SF_FORMAT_TYPEMASK;
-  if (container != SF_FORMAT_WAV && container != SF_FORMAT_WAVEX) return;
-  std::error_code ec;
-  const uint64_t file_size = fs::file_size(path, ec);
-  if (ec) return;  // sf_open just read it; a racing delete surfaces when decoding
-  const auto chunk = find_wav_data_chunk(path, file_size);
-  if (!chunk) return;
-  // Writers that stream to a pipe cannot seek back to fix the size: sox and espeak-ng leave
-  // 0x7ffff000, ffmpeg 0xffffffff, some leave 0. The true length is "what is on disk".
-  constexpr uint32_t kStreamingPlaceholder = 0x7ffff000u;
-  if (chunk->declared_size == 0 || chunk->declared_size >= kStreamingPlaceholder) return;
-  const uint64_t available = file_size > chunk->offset ? file_size - chunk->offset : 0;
-  if (chunk->declared_size > available) {
+void check_wav_not_truncated(const fs::path& path, const std::optional<WavLayout>& layout, uint64_t file_size) {
+  if (!layout || declares_placeholder_size(*layout)) return;
+  const uint64_t available = file_size > layout->data_offset ? file_size - layout->data_offset : 0;
+  if (layout->declared_size > available) {
     reject(RejectReason::truncated_audio, path,
-           "WAV data chunk declares " + std::to_string(chunk->declared_size) + " bytes but only " +
+           "WAV data chunk declares " + std::to_string(layout->declared_size) + " bytes but only " +
                std::to_string(available) + " are in the file (cut short on disk?)");
   }
 }
 
-// Opens and validates the header: the checks shared by probe_audio and load_audio.
-OpenedAudio open_audio(const fs::path& path) {
-  std::error_code ec;
-  const bool exists = fs::exists(path, ec);
-  if (ec) {
-    // e.g. a directory on the way that this process may not search
-    reject(RejectReason::unreadable_audio, path, "cannot look it up: " + ec.message());
+// The plain 16-bit PCM WAV that TTS corpora (LJSpeech, LibriTTS) ship, which load_audio reads
+// without libsndfile: little-endian RIFF, format tag 1, no odd-sized chunk before the data, a
+// complete data chunk with a real size. Everything else goes through libsndfile. The samples are
+// libsndfile's exactly: it also scales 16-bit PCM by 1/32768 in float.
+bool is_plain_pcm16(const std::optional<WavLayout>& layout, uint64_t file_size) {
+  return layout && !layout->big_endian && layout->has_fmt && !layout->odd_chunk &&
+         layout->format_tag == 1 && layout->bits == 16 && layout->channels > 0 &&
+         layout->block_align == 2 * layout->channels && layout->sample_rate > 0 &&
+         !declares_placeholder_size(*layout) &&
+         layout->data_offset + layout->declared_size <= file_size;
+}
+
+// The header checks shared by every way of opening a file (what libsndfile or the WAV parser
+// announced): a length that is known, nonzero and sane, a positive rate and channel count.
+void check_header(const fs::path& path, const SF_INFO& info) {
+  if (info.frames == SF_COUNT_MAX) {
+    // libsndfile's "length unknown": an Ogg stream whose last page (which carries the final
+    // granule position) is missing, i.e. the file was cut short.
+    reject(RejectReason::truncated_audio, path,
+           "the stream has no end (libsndfile cannot tell its length): file cut short?");
   }
-  if (!exists) reject(RejectReason::missing_audio, path, "no such file");
+  if (info.frames <= 0) {
+    reject(RejectReason::empty_audio, path, "the file holds no audio frames");
+  }
+  // A corrupt header must not turn into a multi-gigabyte allocation: 2^31 frames is over
+  // 6 hours at 96 kHz, far beyond any TTS clip.
+  constexpr sf_count_t kMaxFrames = sf_count_t{1} << 31;
+  if (info.frames > kMaxFrames) {
+    reject(RejectReason::unreadable_audio, path,
+           "header announces " + std::to_string(info.frames) +
+               " frames, more than any TTS clip: corrupt header?");
+  }
+  if (info.samplerate <= 0 || info.channels <= 0) {
+    reject(RejectReason::unreadable_audio, path,
+           "header has sample rate " + std::to_string(info.samplerate) + " and " +
+               std::to_string(info.channels) + " channels");
+  }
+}
+
+SF_INFO pcm16_info(const WavLayout& layout) {
+  SF_INFO info{};
+  info.frames = layout.declared_size / layout.block_align;
+  info.samplerate = static_cast<int>(layout.sample_rate);
+  info.channels = layout.channels;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+  return info;
+}
+
+// libsndfile reading from bytes in memory (sf_open_virtual): no system calls while it parses.
+struct MemoryStream {
+  const unsigned char* data;
+  sf_count_t size;
+  sf_count_t position = 0;
+};
+
+SF_VIRTUAL_IO memory_io() {
+  SF_VIRTUAL_IO io{};
+  io.get_filelen = [](void* user) { return static_cast<MemoryStream*>(user)->size; };
+  io.seek = [](sf_count_t offset, int whence, void* user) {
+    auto* stream = static_cast<MemoryStream*>(user);
+    const sf_count_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? stream->position : stream->size;
+    stream->position = std::clamp<sf_count_t>(base + offset, 0, stream->size);
+    return stream->position;
+  };
+  io.read = [](void* to, sf_count_t count, void* user) {
+    auto* stream = static_cast<MemoryStream*>(user);
+    const sf_count_t n = std::clamp<sf_count_t>(stream->size - stream->position, 0, count);
+    std::memcpy(to, stream->data + stream->position, static_cast<size_t>(n));
+    stream->position += n;
+    return n;
+  };
+  io.write = [](const void*, sf_count_t, void*) { return sf_count_t{0}; };
+  io.tell = [](void* user) { return static_cast<MemoryStream*>(user)->position; };
+  return io;
+}
+
+// Opens a file by path with libsndfile and validates the header (probe_audio's way for every file
+// but a plain 16-bit WAV: an Ogg or MP3 length may need the file's end, which a prefix lacks).
+OpenedAudio open_audio(const fs::path& path, const FileBytes& start) {
   OpenedAudio opened;
   opened.file.reset(sf_open(path.c_str(), SFM_READ, &opened.info));
   if (!opened.file) {
@@ -114,37 +254,39 @@ OpenedAudio open_audio(const fs::path& path) {
     reject(RejectReason::unreadable_audio, path,
            std::string("libsndfile cannot open it: ") + sf_strerror(nullptr));
   }
-  check_wav_not_truncated(path, opened.info);
-  if (opened.info.frames == SF_COUNT_MAX) {
-    // libsndfile's "length unknown": an Ogg stream whose last page (which carries the final
-    // granule position) is missing, i.e. the file was cut short.
-    reject(RejectReason::truncated_audio, path,
-           "the stream has no end (libsndfile cannot tell its length): file cut short?");
+  const int container = opened.info.format & SF_FORMAT_TYPEMASK;
+  if (container == SF_FORMAT_WAV || container == SF_FORMAT_WAVEX) {
+    check_wav_not_truncated(path, find_wav_layout(start.bytes, start.file_size), start.file_size);
   }
-  if (opened.info.frames <= 0) {
-    reject(RejectReason::empty_audio, path, "the file holds no audio frames");
-  }
-  // A corrupt header must not turn into a multi-gigabyte allocation: 2^31 frames is over
-  // 6 hours at 96 kHz, far beyond any TTS clip.
-  constexpr sf_count_t kMaxFrames = sf_count_t{1} << 31;
-  if (opened.info.frames > kMaxFrames) {
-    reject(RejectReason::unreadable_audio, path,
-           "header announces " + std::to_string(opened.info.frames) +
-               " frames, more than any TTS clip: corrupt header?");
-  }
-  if (opened.info.samplerate <= 0 || opened.info.channels <= 0) {
-    reject(RejectReason::unreadable_audio, path,
-           "header has sample rate " + std::to_string(opened.info.samplerate) + " and " +
-               std::to_string(opened.info.channels) + " channels");
-  }
+  check_header(path, opened.info);
   return opened;
 }
 
-// Reads every frame and averages the channels; throws if fewer frames decode than announced.
-std::vector<float> decode_mono(OpenedAudio& opened, const fs::path& path) {
+// The same on a whole file already in memory (load_audio's way for everything libsndfile decodes).
+OpenedAudio open_audio_in_memory(const fs::path& path, const FileBytes& whole, MemoryStream& stream,
+                                 SF_VIRTUAL_IO& io) {
+  OpenedAudio opened;
+  stream = MemoryStream{whole.bytes.data(), static_cast<sf_count_t>(whole.bytes.size())};
+  io = memory_io();
+  opened.file.reset(sf_open_virtual(&io, SFM_READ, &opened.info, &stream));
+  if (!opened.file) {
+    reject(RejectReason::unreadable_audio, path,
+           std::string("libsndfile cannot open it: ") + sf_strerror(nullptr));
+  }
+  const int container = opened.info.format & SF_FORMAT_TYPEMASK;
+  if (container == SF_FORMAT_WAV || container == SF_FORMAT_WAVEX) {
+    check_wav_not_truncated(path, find_wav_layout(whole.bytes, whole.file_size), whole.file_size);
+  }
+  check_header(path, opened.info);
+  return opened;
+}
+
+// Reads every frame into `mono` (resized; its capacity is reused) and averages the channels;
+// throws if fewer frames decode than announced.
+void decode_mono(OpenedAudio& opened, const fs::path& path, std::vector<float>& mono) {
   const int64_t frames = opened.info.frames;
   const int channels = opened.info.channels;
-  std::vector<float> mono(static_cast<size_t>(frames));
+  mono.resize(static_cast<size_t>(frames));
   int64_t decoded = 0;
   if (channels == 1) {
     while (decoded < frames) {
@@ -155,7 +297,8 @@ std::vector<float> decode_mono(OpenedAudio& opened, const fs::path& path) {
     }
   } else {
     constexpr int64_t kChunkFrames = 4096;
-    std::vector<float> interleaved(static_cast<size_t>(kChunkFrames * channels));
+    thread_local std::vector<float> interleaved;
+    interleaved.resize(static_cast<size_t>(kChunkFrames * channels));
     const float scale = 1.0f / static_cast<float>(channels);
     while (decoded < frames) {
       const sf_count_t want = std::min(kChunkFrames, frames - decoded);
@@ -184,7 +327,46 @@ std::vector<float> decode_mono(OpenedAudio& opened, const fs::path& path) {
     reject(RejectReason::unreadable_audio, path,
            "libsndfile failed while decoding: " + library_says);
   }
-  return mono;
+}
+
+// 16-bit PCM straight from the file's bytes, as libsndfile computes it: each sample times
+// 1/32768 in float, channels summed in order and multiplied by 1/channels. Bit-identical to
+// decode_mono on the same file (tests/dataset/test_audio.cpp checks it).
+void decode_pcm16(const WavLayout& layout, const FileBytes& whole, std::vector<float>& mono) {
+  const SF_INFO info = pcm16_info(layout);
+  const int channels = info.channels;
+  const auto frames = static_cast<size_t>(info.frames);
+  mono.resize(frames);
+  const unsigned char* data = whole.bytes.data() + layout.data_offset;
+  const float to_float = 1.0f / 32768.0f;
+  auto sample = [data](size_t i) {
+    int16_t value;
+    std::memcpy(&value, data + 2 * i, 2);  // little-endian file, little-endian host (x86, arm)
+    return static_cast<float>(value);
+  };
+  if (channels == 1) {
+    size_t i = 0;
+#if defined(__SSE2__)
+    // 8 samples per step: sign-extend to int32, convert, scale (each exact in float, so the same
+    // bits as the scalar loop; the project builds at -O2, where GCC leaves that loop scalar).
+    const __m128 scale = _mm_set1_ps(to_float);
+    for (; i + 8 <= frames; i += 8) {
+      const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 2 * i));
+      const __m128i low = _mm_srai_epi32(_mm_unpacklo_epi16(values, values), 16);
+      const __m128i high = _mm_srai_epi32(_mm_unpackhi_epi16(values, values), 16);
+      _mm_storeu_ps(mono.data() + i, _mm_mul_ps(_mm_cvtepi32_ps(low), scale));
+      _mm_storeu_ps(mono.data() + i + 4, _mm_mul_ps(_mm_cvtepi32_ps(high), scale));
+    }
+#endif
+    for (; i < frames; ++i) mono[i] = sample(i) * to_float;
+    return;
+  }
+  const float scale = 1.0f / static_cast<float>(channels);
+  for (size_t i = 0; i < frames; ++i) {
+    float sum = 0.0f;
+    for (int c = 0; c < channels; ++c) sum += sample(i * channels + c) * to_float;
+    mono[i] = sum * scale;
+  }
 }
 
 void check_finite(const std::vector<float>& samples, const fs::path& path) {
@@ -199,11 +381,11 @@ void check_finite(const std::vector<float>& samples, const fs::path& path) {
              (std::isnan(*bad) ? "NaN" : "infinite"));
 }
 
-std::vector<float> resample(const std::vector<float>& in, int in_rate, int out_rate,
-                            const fs::path& path) {
+void resample(const std::vector<float>& in, int in_rate, int out_rate, const fs::path& path,
+              std::vector<float>& out) {
   const double ratio = static_cast<double>(out_rate) / in_rate;
   const auto out_len = static_cast<size_t>(std::llround(static_cast<double>(in.size()) * ratio));
-  std::vector<float> out(out_len);
+  out.resize(out_len);
   const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
   const soxr_quality_spec_t quality = soxr_quality_spec(SOXR_HQ, 0);
   size_t produced = 0;
@@ -217,38 +399,91 @@ std::vector<float> resample(const std::vector<float>& in, int in_rate, int out_r
   }
   // soxr_oneshot flushes its filter, so it fills the buffer unless rounding leaves it one short.
   out.resize(produced);
-  return out;
+}
+
+// A WAV header with a long LIST/INFO chunk still fits; probe_audio falls back to libsndfile on
+// the path when the data chunk starts further in.
+constexpr uint64_t kProbeBytes = 64 * 1024;
+// load_audio holds a whole file in memory: 2 GiB is hours of audio, far beyond any TTS clip
+// (and the frame limit of check_header).
+constexpr uint64_t kMaxFileBytes = uint64_t{2} << 30;
+
+// Per-thread buffers, reused from clip to clip so that steady-state decoding allocates nothing.
+struct DecodeBuffers {
+  FileBytes file;
+  std::vector<float> mono;  // before resampling
+};
+
+// Decodes path into `mono` at the file's own rate; returns the rate.
+int decode_file(const fs::path& path, DecodeBuffers& buffers, std::vector<float>& mono) {
+  read_file_start(path, kMaxFileBytes, buffers.file);
+  if (buffers.file.file_size > kMaxFileBytes) {
+    reject(RejectReason::unreadable_audio, path,
+           std::to_string(buffers.file.file_size) + " bytes: larger than any TTS clip (limit " +
+               std::to_string(kMaxFileBytes) + ")");
+  }
+  const std::optional<WavLayout> layout = find_wav_layout(buffers.file.bytes, buffers.file.file_size);
+  if (is_plain_pcm16(layout, buffers.file.file_size)) {
+    const SF_INFO info = pcm16_info(*layout);
+    check_header(path, info);
+    decode_pcm16(*layout, buffers.file, mono);
+    return info.samplerate;  // integer samples: always finite
+  }
+  MemoryStream stream{nullptr, 0};
+  SF_VIRTUAL_IO io{};
+  OpenedAudio opened = open_audio_in_memory(path, buffers.file, stream, io);
+  decode_mono(opened, path, mono);
+  opened.file.reset();
+  check_finite(mono, path);
+  return opened.info.samplerate;
 }
 
 }  // namespace
 
 AudioInfo probe_audio(const std::filesystem::path& path) {
-  const OpenedAudio opened = open_audio(path);
+  thread_local FileBytes start;
+  read_file_start(path, kProbeBytes, start);
+  const std::optional<WavLayout> layout = find_wav_layout(start.bytes, start.file_size);
+  SF_INFO header{};
+  if (is_plain_pcm16(layout, start.file_size)) {
+    header = pcm16_info(*layout);
+    check_header(path, header);
+  } else {
+    header = open_audio(path, start).info;
+  }
   AudioInfo info;
-  info.frames = opened.info.frames;
-  info.sample_rate = opened.info.samplerate;
-  info.channels = opened.info.channels;
+  info.frames = header.frames;
+  info.sample_rate = header.samplerate;
+  info.channels = header.channels;
   info.seconds = static_cast<double>(info.frames) / info.sample_rate;
   return info;
 }
 
-std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate,
-                              AudioLoadSeconds* seconds) {
+void load_audio(const std::filesystem::path& path, int target_sample_rate, std::vector<float>& out,
+                AudioLoadSeconds* seconds) {
   if (target_sample_rate <= 0) {
     throw ConfigError("features.sample_rate (" + std::to_string(target_sample_rate) +
                       ") must be positive");
   }
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
-  OpenedAudio opened = open_audio(path);
-  std::vector<float> mono = decode_mono(opened, path);
-  opened.file.reset();
-  check_finite(mono, path);
+  thread_local DecodeBuffers buffers;
+  // At the target rate the samples go straight to `out`; otherwise through buffers.mono.
+  const int rate = decode_file(path, buffers, out);
   const auto decoded = Clock::now();
   if (seconds != nullptr) seconds->decode = std::chrono::duration<double>(decoded - started).count();
-  if (opened.info.samplerate == target_sample_rate) return mono;
-  std::vector<float> out = resample(mono, opened.info.samplerate, target_sample_rate, path);
+  // A rare huge file must not pin its size in this thread for good.
+  if (buffers.file.bytes.capacity() > (64u << 20)) buffers.file.bytes = {};
+  if (rate == target_sample_rate) return;
+  std::swap(out, buffers.mono);
+  resample(buffers.mono, rate, target_sample_rate, path, out);
   if (seconds != nullptr) seconds->resample = std::chrono::duration<double>(Clock::now() - decoded).count();
+}
+
+std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate,
+                              AudioLoadSeconds* seconds) {
+  std::vector<float> out;
+  load_audio(path, target_sample_rate, out, seconds);
   return out;
 }
 

@@ -6,7 +6,13 @@
 // missing_audio, unreadable_audio, empty_audio, truncated_audio, non_finite_audio, and a detail
 // that names the file; the prep job records it in rejects.jsonl and carries on with the next file.
 //
-// Both functions are thread-safe: they share no state, so prep workers call them concurrently.
+// Both functions are thread-safe: they share no state (their reusable buffers are per thread), so
+// prep workers call them concurrently.
+//
+// How a file is read: with one open + fstat + read, into a per-thread buffer. A plain 16-bit PCM
+// WAV (little-endian RIFF, the LJSpeech/LibriTTS case) is then parsed and converted here, with the
+// samples libsndfile would give bit for bit; every other file is decoded by libsndfile from that
+// buffer (sf_open_virtual), so no format pays for system calls per header field or per block.
 #include <cstdint>
 #include <filesystem>
 #include <vector>
@@ -23,7 +29,9 @@ struct AudioInfo {
 };
 
 // Reads the header only (plus, for WAV, the chunk table to detect truncation), so it is cheap
-// enough to call for every file of a corpus to balance work by duration. Rejects the same files
+// enough to call for every file of a corpus to balance work by duration: a plain 16-bit WAV costs
+// one read of its first 64 KiB; other formats are opened by libsndfile on the path (an Ogg or MP3
+// length may need the file's end). Rejects the same files
 // as load_audio except non_finite_audio, which needs the samples.
 AudioInfo probe_audio(const std::filesystem::path& path);
 
@@ -49,5 +57,9 @@ struct AudioLoadSeconds {
 };
 std::vector<float> load_audio(const std::filesystem::path& path, int target_sample_rate,
                               AudioLoadSeconds* seconds = nullptr);
+// The same into `out`, whose capacity is reused: a prep worker passes the same vector for every
+// clip and so allocates nothing per clip in steady state. On a rejection `out` holds nothing useful.
+void load_audio(const std::filesystem::path& path, int target_sample_rate, std::vector<float>& out,
+                AudioLoadSeconds* seconds = nullptr);
 
 }  // namespace sluice::dataset

@@ -13,6 +13,11 @@
 # LJSpeech folder whose wavs/ holds links to the clips; every file is read once first so both
 # sides read from the page cache. RANKS (default 2) ranks x 1 worker thread, `--bind-to none`;
 # "per core" divides by min(RANKS, nproc). Numbers only: nothing is asserted.
+#
+# BASELINE=OTHER_BUILD_DIR (e.g. a build of main) also runs that build's prep, interleaved with
+# this one's ROUNDS times (default 1 without a baseline, 3 with one): baseline, candidate,
+# baseline, ... each beside a fresh mel-alone measurement, so both see the same load. The corpus
+# is made once per BENCH_DIR, FORMAT and COPIES and reused by later runs (REMAKE=1 remakes it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -27,6 +32,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 source_corpus=${SAMPLE_CORPUS:-data/sample-corpus}
 scripts/make-sample-corpus.sh "$source_corpus" >/dev/null
 source_corpus=$(realpath "$source_corpus")
+stamp="$format x $copies from $source_corpus"
+if [ "${REMAKE:-0}" = 1 ] || [ "$(cat "$work/corpus.stamp" 2>/dev/null)" != "$stamp" ]; then
 rm -rf "$work" && mkdir -p "$work/clips" "$work/corpus/wavs"
 
 case "$format" in
@@ -60,17 +67,28 @@ C
   *) echo "FORMAT must be wav, flac or mp3" >&2; exit 2 ;;
 esac
 
-# COPIES x the metadata rows under distinct ids, each linked to its clip.
-: >"$work/corpus/metadata.csv"
-for ((copy = 0; copy < copies; copy++)); do
-  while IFS='|' read -r id text normalized; do
-    ln -s "$work/clips/$id.$format" "$work/corpus/wavs/$id-$copy.$format"
-    printf '%s-%s|%s|%s\n' "$id" "$copy" "$text" "$normalized" >>"$work/corpus/metadata.csv"
-  done <"$source_corpus/metadata.csv"
-done
+# COPIES x the metadata rows under distinct ids, each linked to its clip (in Python: one process,
+# not one `ln` per row, which took minutes on a loaded machine).
+/usr/bin/python3 - "$source_corpus/metadata.csv" "$work" "$format" "$copies" <<'PY'
+import os, sys
+metadata, work, fmt, copies = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rows = [line.rstrip("\n").split("|", 2) for line in open(metadata, encoding="utf-8") if line.strip()]
+with open(f"{work}/corpus/metadata.csv", "w", encoding="utf-8") as out:
+    for copy in range(copies):
+        for id_, text, normalized in rows:
+            os.symlink(f"{work}/clips/{id_}.{fmt}", f"{work}/corpus/wavs/{id_}-{copy}.{fmt}")
+            out.write(f"{id_}-{copy}|{text}|{normalized}\n")
+PY
+echo "$stamp" >"$work/corpus.stamp"
+fi
 cat "$work"/clips/* "$source_corpus"/wavs/* >/dev/null  # page cache, for both sides
 
-# Mel math alone, one thread, on the decoded frames of the same clips (repeat = COPIES passes).
+# One measurement of BUILD's prep ($1) beside the mel math alone, one thread, on the decoded frames
+# of the same clips (repeat = COPIES passes), measured with this build's binary just before.
+measure() {
+local label=$1 prep_sluice
+prep_sluice=$(realpath "$2/launcher/sluice")
+rm -rf "$work/cache"
 mel_json=$("$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1)
 mel_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sluice_mel_only_audio_s_per_s"])')
 
@@ -79,13 +97,13 @@ launcher=""
 # The job's CPU time (user + system of every rank: mpirun waits for them) beside its wall time:
 # on a loaded machine wall time also counts waiting for a core.
 start=$(date +%s.%N)
-cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads 1 \
+cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads 1 \
   --set cache.shard_size=64 >"$work/prep-log.txt" 2>&1; } 2>&1 )
 end=$(date +%s.%N)
 
-/usr/bin/python3 - "$work/cache" "$mel_rate" "$start" "$end" "$ranks" "$format" "$copies" $cpu <<'PY'
+/usr/bin/python3 - "$work/cache" "$mel_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
 import json, os, sys
-cache, mel, start, end, ranks, fmt, copies, user, system = sys.argv[1:]
+cache, mel, start, end, ranks, fmt, copies, label, user, system = sys.argv[1:]
 mel, wall, ranks = float(mel), float(end) - float(start), int(ranks)
 cpu_seconds = float(user) + float(system)
 cores = min(ranks, os.cpu_count())
@@ -93,6 +111,7 @@ manifest = json.load(open(f"{cache}/manifest.json"))
 report = json.load(open(f"{cache}/prep-report.json"))
 audio = manifest["totals"]["seconds"]
 per_core = audio / wall / cores
+print(f"== {label}: wall {wall:.1f} s, CPU {cpu_seconds:.1f} s (user {float(user):.1f} + sys {float(system):.1f})")
 print(f"corpus: sample corpus x {copies} as {fmt}, {manifest['totals']['samples']} clips, {audio / 3600:.2f} h; "
       f"{ranks} rank(s) x 1 worker on {os.cpu_count()} core(s); load average {os.getloadavg()[0]:.1f}")
 print(f"{'':<44}{'audio-s/s':>12}")
@@ -114,4 +133,35 @@ rest = cpu - sum(stages.values())
 print(f"  {'rest':<10}{rest:>9.2f} s  {100 * rest / cpu:5.1f}%  (start-up, listing, header probe, MPI, index, manifest, idle)")
 print(f"features stage vs mel alone: {audio / stages['features']:.0f} audio-s per feature-second "
       f"({audio / stages['features'] / mel:.2f}x the mel-alone rate)")
+with open(os.path.join(os.path.dirname(cache), "results.jsonl"), "a") as out:
+    out.write(json.dumps({"label": label.split(" (")[0], "mel": mel, "wall": wall, "cpu": cpu_seconds, "audio": audio,
+                          "cores": cores, "load": os.getloadavg()[0], "stages": stages}) + "\n")
+PY
+}
+
+rm -f "$work/results.jsonl"
+if [ -n "${BASELINE:-}" ]; then
+  for ((round = 0; round < ${ROUNDS:-3}; round++)); do
+    measure "baseline $BASELINE (round $((round + 1)))" "$BASELINE"
+    measure "candidate $build (round $((round + 1)))" "$build"
+  done
+else
+  for ((round = 0; round < ${ROUNDS:-1}; round++)); do measure "$build" "$build"; done
+fi
+
+# Summary over the rounds: medians of wall and CPU time per build, and the ratios against the
+# fastest mel-alone measurement of the session (the least disturbed by other load: the limit).
+/usr/bin/python3 - "$work/results.jsonl" <<'PY'
+import json, statistics, sys
+runs = [json.loads(line) for line in open(sys.argv[1])]
+mel = max(run["mel"] for run in runs)
+print(f"\nsummary: {len(runs)} run(s); mel math alone, best of the session: {mel:.0f} audio-s/s; "
+      f"load average {min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f}")
+print(f"{'build':<40}{'wall s':>8}{'CPU s':>8}{'ratio wall':>12}{'ratio CPU':>11}   (medians)")
+for label in dict.fromkeys(run["label"] for run in runs):
+    mine = [run for run in runs if run["label"] == label]
+    wall = statistics.median(r["wall"] for r in mine)
+    cpu = statistics.median(r["cpu"] for r in mine)
+    audio, cores = mine[0]["audio"], mine[0]["cores"]
+    print(f"{label:<40}{wall:>8.1f}{cpu:>8.1f}{audio / wall / cores / mel:>12.2f}{audio / cpu / mel:>11.2f}")
 PY

@@ -40,8 +40,11 @@ void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t 
 // any other, rather than a failure of the shard (whose writer refuses non-finite values).
 void check_finite_features(const std::filesystem::path& audio_file, const std::vector<float>& audio,
                            const std::vector<float>& mel, int n_mels) {
+  // One branch-free pass first (the common case, on every clip); the search only on a bad clip.
+  bool all_finite = true;
+  for (float value : mel) all_finite &= std::isfinite(value);
+  if (all_finite) return;
   const auto bad = std::find_if(mel.begin(), mel.end(), [](float value) { return !std::isfinite(value); });
-  if (bad == mel.end()) return;
   float peak = 0.0f;
   for (float sample : audio) peak = std::max(peak, std::fabs(sample));
   const auto at = static_cast<int64_t>(bad - mel.begin());
@@ -124,7 +127,9 @@ struct ShardBuilder::State {
     changed.notify_all();
   }
 
-  ItemResult process(int64_t row, dataset::UnknownCounts& unknown) {
+  // `audio` is the worker's decode buffer, reused from row to row (its contents are this row's
+  // samples on return).
+  ItemResult process(int64_t row, dataset::UnknownCounts& unknown, std::vector<float>& audio) {
     const auto& item = listing.items[static_cast<size_t>(row)];
     ItemResult out;
     try {
@@ -145,7 +150,7 @@ struct ShardBuilder::State {
       auto start = Clock::now();
       const int64_t decode_start_ns = timing::now_ns();
       dataset::AudioLoadSeconds load;
-      std::vector<float> audio = dataset::load_audio(item.audio, settings.mel.sample_rate, &load);
+      dataset::load_audio(item.audio, settings.mel.sample_rate, audio, &load);
       settings.delay.apply(timing::Stage::decode, settings.rank, row);
       decode_ns += nanoseconds_since(start);
       record_span(timing::Stage::decode, decode_start_ns, decode_start_ns + static_cast<int64_t>(load.decode * 1e9), row);
@@ -201,6 +206,7 @@ struct ShardBuilder::State {
   void worker() {
     timing::SpanRecorder::global().name_this_thread("worker " + std::to_string(worker_ids++));
     dataset::UnknownCounts unknown;
+    std::vector<float> audio;
     try {
       while (true) {
         int64_t task = 0;
@@ -213,7 +219,7 @@ struct ShardBuilder::State {
           if (stopping || next_task >= static_cast<int64_t>(rows.size())) break;
           task = next_task++;
         }
-        ItemResult item = process(rows[static_cast<size_t>(task)], unknown);
+        ItemResult item = process(rows[static_cast<size_t>(task)], unknown, audio);
         {
           std::lock_guard<std::mutex> lock(mutex);
           slots[static_cast<size_t>(task) % window()] = std::move(item);
