@@ -2,7 +2,7 @@
 would, but only records what it saw, and reports a sluice error as `ERROR <class>: <message>`.
 
     feed_probe.py OUT [--config FILE] [--set KEY=VALUE ...] [--resume-step N] [--stop-data-after K PATTERN]
-                  [--validate] [--pace SECONDS] [--ready-after K FILE] [--sleep-rank R SECONDS]
+                  [--validate] [--pace SECONDS] [--ready-after K FILE] [--sleep-rank R SECONDS] [--pid-file F]
 
 --stop-data-after K PATTERN: after K batches, model rank 0 stops (SIGSTOP) the process whose
 command line contains PATTERN (the data rank): a silent peer, to be named by the next batch wait.
@@ -11,6 +11,7 @@ lists each pass's step and sample indices.
 --pace SECONDS: each step takes at least this long (a run that lasts until a signal stops it).
 --ready-after K FILE: after K batches, model rank 0 creates FILE (the test then signals mpirun).
 --sleep-rank R SECONDS: model rank R sleeps SECONDS in each step (a straggler).
+--pid-file F: each rank writes its process id to F ({rank}: its model rank) once its feed is open.
 """
 import argparse
 import json
@@ -31,6 +32,7 @@ parser.add_argument("--validate", action="store_true")
 parser.add_argument("--pace", type=float, default=0)
 parser.add_argument("--ready-after", nargs=2)
 parser.add_argument("--sleep-rank", nargs=2)
+parser.add_argument("--pid-file")
 args = parser.parse_args()
 
 record = {"batches": [], "validations": []}
@@ -49,6 +51,10 @@ try:
     record.update(rank=feed.rank, world_size=feed.world_size, mpi_rank=feed.mpi_rank,
                   first_step=feed.first_step, end_step=feed.end_step, steps_per_epoch=feed.steps_per_epoch,
                   validation_every=feed.validation_every, validation_samples=feed.validation_samples)
+    if args.pid_file:
+        with open(args.pid_file.format(rank=feed.rank) + ".tmp", "w") as pid_file:
+            pid_file.write(str(os.getpid()))
+        os.rename(args.pid_file.format(rank=feed.rank) + ".tmp", args.pid_file.format(rank=feed.rank))
     for batch in feed:
         started = time.monotonic()
         # Zero copy: the tensors are views of the receive slot, and agree with the DLPack shapes.

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -243,6 +244,55 @@ class PythonRanks(unittest.TestCase):
         report = read_json(os.path.join(run_dir, "report.json"))
         stragglers = [v for v in report["verdicts"] if v["kind"] == "straggler"]
         self.assertEqual([v["rank"] for v in stragglers], [sleeper], report["verdicts"])
+
+
+    # Another process stops one Python rank 180 ms of every 200 ms (SIGSTOP, SIGCONT) while it
+    # trains: the report names it, and only it, as descheduled (stopped or starved of CPU), as it
+    # names a C++ rank (tests/runtime/test_report_external_faults.cpp).
+    def test_stopped_python_rank_is_named_descheduled(self):
+        name = "descheduled"
+        pid_file = os.path.join(self.work, name + "-pid-{rank}")
+        out = os.path.join(self.work, name + "-rank{rank}.json")
+        run_dir, command = self.command(name, 28, [PROBE, out, "--pace", "0.05", "--pid-file", pid_file])
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 180
+        while not os.path.exists(pid_file.format(rank=1)) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not os.path.exists(pid_file.format(rank=1)):
+            job.kill()
+            self.fail("model rank 1 never opened its feed:\n" + job.communicate()[0])
+        with open(pid_file.format(rank=1)) as file:
+            stopped = int(file.read())
+        done = threading.Event()
+
+        def stop_and_continue():
+            while not done.is_set():
+                try:
+                    os.kill(stopped, signal.SIGSTOP)
+                except ProcessLookupError:
+                    return
+                time.sleep(0.18)
+                os.kill(stopped, signal.SIGCONT)
+                time.sleep(0.02)
+
+        stopper = threading.Thread(target=stop_and_continue)
+        stopper.start()
+        try:
+            output, _ = job.communicate(timeout=300)
+        finally:
+            done.set()
+            stopper.join()
+            try:
+                os.kill(stopped, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.assertEqual(job.returncode, 0, output)
+        mpi_rank = next(r["mpi_rank"] for r in self.records(name) if r["rank"] == 1)
+        report = read_json(os.path.join(run_dir, "report.json"))
+        descheduled = [v for v in report["verdicts"] if v["kind"] == "descheduled"]
+        self.assertEqual([v["rank"] for v in descheduled], [mpi_rank], report["verdicts"])
+        self.assertEqual(descheduled[0]["numbers"]["cause"], "stopped_or_starved", descheduled[0])
+        self.assertLess(descheduled[0]["numbers"]["ran_fraction"], 0.5, descheduled[0])
 
 
 if __name__ == "__main__":
