@@ -1,6 +1,6 @@
 """A small PyTorch TTS model trained on batches fed by sluice's data ranks (docs/python.md).
 
-    mpirun -np 1 sluice train -c examples/python_tts/config.yaml : -np 2 sluice-python examples/python_tts/train.py
+    PYTHONPATH=build/python mpirun -np 1 sluice train -c examples/python_tts/config.yaml : -np 2 python3 examples/python_tts/train.py
 
 The model is a toy on purpose: token embeddings, a convolutional encoder, a uniform alignment of
 frames to tokens (frame f of a sample reads token f * token_len / mel_len) and a small decoder
