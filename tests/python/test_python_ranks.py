@@ -269,10 +269,10 @@ class PythonRanks(unittest.TestCase):
             while not done.is_set():
                 try:
                     os.kill(stopped, signal.SIGSTOP)
-                except ProcessLookupError:
+                    time.sleep(0.18)
+                    os.kill(stopped, signal.SIGCONT)
+                except ProcessLookupError:  # the rank ended
                     return
-                time.sleep(0.18)
-                os.kill(stopped, signal.SIGCONT)
                 time.sleep(0.02)
 
         stopper = threading.Thread(target=stop_and_continue)
