@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/mpi_session.h"
+#include "common/stop_signal.h"
 #include "python/dlpack_abi.h"
 #include "runtime/train/embedded_model_rank.h"
 #include "timing/span_recorder.h"
@@ -174,6 +175,44 @@ class FeedHandle {
     return BatchHandle{*batch, generation_, generation_->load()};
   }
 
+  // Validation batches (batch_stream.h, VALIDATION) have their own generation: a validation batch
+  // dies with the next one, the training batch of the step stays valid.
+  void start_validation() {
+    check_open();
+    ++*validation_generation_;
+    py::gil_scoped_release unlocked;
+    rank_->stream().start_validation();
+  }
+
+  std::optional<BatchHandle> next_validation() {
+    check_open();
+    ++*validation_generation_;
+    std::optional<StreamBatch> batch;
+    {
+      py::gil_scoped_release unlocked;
+      batch = rank_->stream().next_validation();
+    }
+    if (!batch) return std::nullopt;
+    return BatchHandle{*batch, validation_generation_, validation_generation_->load()};
+  }
+
+  void end_validation() {
+    if (closed_ || failed_) return;  // called from a generator's finally, after close() too
+    ++*validation_generation_;
+    rank_->stream().end_validation();
+  }
+
+  bool validation_due(int64_t done) {
+    check_open();
+    return rank_->stream().validation_due(done);
+  }
+
+  // The global step a stop signal ended the feed at (the first not handed out), or None.
+  py::object stopped_at() const {
+    if (!rank_ || rank_->stream().stopped_at() < 0) return py::none();
+    return py::int_(rank_->stream().stopped_at());
+  }
+
   void mark(const std::string& stage_name, int64_t start_ns, int64_t end_ns) {
     check_open();
     const auto stage = sluice::timing::stage_from_string(stage_name);
@@ -190,6 +229,7 @@ class FeedHandle {
     if (closed_) return exit_code_;
     check_open();
     ++*generation_;
+    ++*validation_generation_;
     closed_ = true;
     --process().open_feeds;
     try {
@@ -226,6 +266,7 @@ class FeedHandle {
 
   std::unique_ptr<EmbeddedModelRank> rank_;
   std::shared_ptr<std::atomic<uint64_t>> generation_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::shared_ptr<std::atomic<uint64_t>> validation_generation_ = std::make_shared<std::atomic<uint64_t>>(0);
   bool closed_ = false, failed_ = false;
   std::string failure_;
   int exit_code_ = 0;
@@ -311,6 +352,14 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
            py::arg("overrides"), py::arg("resume_step"))
       .def("next", &FeedHandle::next)
       .def("mark", &FeedHandle::mark)
+      .def("start_validation", &FeedHandle::start_validation)
+      .def("next_validation", &FeedHandle::next_validation)
+      .def("end_validation", &FeedHandle::end_validation)
+      .def("validation_due", &FeedHandle::validation_due)
+      .def_property_readonly("stopped_at", &FeedHandle::stopped_at)
+      .def_property_readonly("stop_signal", [](const FeedHandle&) {
+        return sluice::stop_requested() ? py::object(py::str(sluice::stop_signal_name())) : py::object(py::none());
+      })
       .def("close", &FeedHandle::close)
       .def_property_readonly("closed", &FeedHandle::closed)
       .def_property_readonly("done", &FeedHandle::done)
@@ -330,6 +379,8 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
         d["n_mels"] = i.n_mels;
         d["transport"] = i.transport;
         d["run_dir"] = i.run_dir;
+        d["validation_every"] = i.validation_every;
+        d["validation_samples"] = i.validation_samples;
         d["mpi_rank"] = s.rank();
         d["mpi_size"] = s.size();
         d["host"] = s.host();

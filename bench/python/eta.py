@@ -4,7 +4,7 @@ it the same step fed by a torch.utils.data.DataLoader reading the same cache wit
 best num_workers. A benchmark, not a test: it prints numbers and asserts nothing.
 
     mpirun -np 1 sluice train --cache CACHE --run-dir RUN --steps N --set train.batch_size=16 ... \
-        : -np 1 sluice-python bench/python/eta.py --cache CACHE
+        : -np 1 python3 bench/python/eta.py --cache CACHE     # PYTHONPATH=BUILD/python (or sluice-python)
 """
 import argparse
 import importlib.util

@@ -8,8 +8,8 @@
         ...
     feed.close()                          # the timeline joins the others; rank 0 writes the report
 
-Launch: mpirun -np 1 sluice train -c cfg.yaml : -np 2 sluice-python train.py (sluice-python is
-python3 with sluice built in; with -DSLUICE_PYTHON_EXTENSION=ON, plain python3). See docs/python.md.
+Launch: mpirun -np 1 sluice train -c cfg.yaml : -np 2 python3 train.py (the extension module
+_sluice beside this file; or sluice-python, python3 with the module built in). See docs/python.md.
 
 Tensors are views of the receive slot (DLPack, no copy), valid until the next batch is asked for
 (the next iteration) or feed.close(); .clone() what you keep longer.
@@ -17,18 +17,19 @@ Tensors are views of the receive slot (DLPack, no copy), valid until the next ba
 import atexit
 import contextlib
 import os
+import sys
 
-try:  # the extension module beside this file (cmake -DSLUICE_PYTHON_EXTENSION=ON)
-    from ._sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
-                          FeedHandle as _FeedHandle, _shutdown)
-except ImportError:
-    try:  # built into the interpreter: sluice-python
-        from _sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
-                             FeedHandle as _FeedHandle, _shutdown)
-    except ImportError:
-        raise ImportError("sluice's model-rank module is missing: run the script with sluice-python (built with "
-                          "sluice: BUILD/python/sluice-python), or build sluice with -DSLUICE_PYTHON_EXTENSION=ON "
-                          "to import it from plain python3") from None
+if "_sluice" in sys.builtin_module_names:  # sluice-python: built into the interpreter
+    from _sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
+                         FeedHandle as _FeedHandle, _shutdown)
+else:  # plain python3: the extension module beside this file
+    try:
+        from ._sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
+                              FeedHandle as _FeedHandle, _shutdown)
+    except ImportError as error:
+        raise ImportError(f"sluice's model-rank module _sluice is missing or did not load ({error}): build sluice "
+                          "with -DSLUICE_PYTHON_EXTENSION=ON (the default) and import it from BUILD/python "
+                          "(PYTHONPATH) or the installed package, or run the script with sluice-python") from None
 
 __all__ = ["Feed", "Batch", "Error", "ConfigError", "DataError", "CacheError", "TransportError"]
 
@@ -97,6 +98,8 @@ class Feed:
         self.vocab_size, self.n_mels = info["vocab_size"], info["n_mels"]  # the cache's
         self.data_rank, self.transport, self.run_dir = info["data_rank"], info["transport"], info["run_dir"]
         self.rendezvous = info["rendezvous"]  # "HOST:PORT", agreed by the model ranks
+        self.validation_every = info["validation_every"]      # train.validation_every (0: only at the end)
+        self.validation_samples = info["validation_samples"]  # this rank's share of the validation split
         self._batch = None
 
     @property
@@ -122,6 +125,8 @@ class Feed:
         return self
 
     def __next__(self):
+        """The next planned batch. Ends the iteration after the last step, or early, at the same
+        step on every model rank, when any of them got SIGTERM/SIGUSR1 (see stopped_at)."""
         if self._batch is not None and self.gpu >= 0:
             # The slot goes back to the data rank: no queued kernel may still read it.
             _torch().cuda.synchronize(self.gpu)
@@ -131,6 +136,40 @@ class Feed:
             raise StopIteration
         self._batch = Batch(handle)
         return self._batch
+
+    @property
+    def stopped_at(self):
+        """None, or the global step at which a stop signal (SIGTERM/SIGUSR1, e.g. Slurm preemption)
+        ended the iteration on every model rank: the first batch not handed out, i.e. the
+        resume_step to pass to sluice.Feed() when the job is started again. Checkpoint, then close()."""
+        return self._handle.stopped_at
+
+    @property
+    def stop_signal(self):
+        """"SIGTERM" or "SIGUSR1" when this process received one, else None."""
+        return self._handle.stop_signal
+
+    def validation_due(self, batch):
+        """True when train.validation_every asks for a validation pass after `batch` (the C++ model
+        ranks validate at the same points). A finished run validates once more after the loop."""
+        return self._handle.validation_due(batch.global_step + 1)
+
+    def validation(self):
+        """This rank's share of the validation split (every world_size-th sample, from `rank`), in
+        batches of train.batch_size read from the cache on this rank and normalised like training
+        batches (never masked); epoch and step are -1. The tensors are on the CPU and valid until
+        the next validation batch; the current training batch stays valid. The pass is one
+        `validation` span in the timeline and ends this step's compute span. Sum the losses over
+        the model ranks (torch.distributed) for the split's mean."""
+        self._handle.start_validation()
+        try:
+            while True:
+                handle = self._handle.next_validation()
+                if handle is None:
+                    return
+                yield Batch(handle)
+        finally:
+            self._handle.end_validation()
 
     @contextlib.contextmanager
     def span(self, stage):
@@ -144,7 +183,8 @@ class Feed:
 
     def close(self):
         """Ends this rank's part: gives the last slot back, waits for the other ranks, writes this
-        rank's timeline (rank 0 writes the report). Returns sluice train's exit code (0)."""
+        rank's timeline (rank 0 writes the report). Returns sluice train's exit code: 0, or 4
+        after a stop signal (stopped_at)."""
         if self._batch is not None and self.gpu >= 0:
             _torch().cuda.synchronize(self.gpu)
         self._batch = None

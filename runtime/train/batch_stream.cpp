@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "common/stop_signal.h"
+#include "runtime/train/batch_views.h"
 #include "runtime/transport/device_memory.h"
 #include "timing/span_recorder.h"
 
@@ -15,8 +17,15 @@ BatchStream::BatchStream(const ModelRankParts& parts)
   if (parts.feed.channel == nullptr) {
     throw ConfigError("a Python model rank needs a feed: train.replay_from_memory is for sluice's C++ model loop");
   }
+  // This rank's share of the validation split, as mean_validation_loss (model_loop.cpp) takes it.
+  const size_t model_ranks = parts.setup.model_ranks.size();
+  for (size_t i = static_cast<size_t>(model_index_); i < parts.setup.validation.size(); i += model_ranks) {
+    validation_indices_.push_back(parts.setup.validation[i].index);
+  }
   started_ = Clock::now();
 }
+
+BatchStream::~BatchStream() = default;
 
 std::optional<StreamBatch> BatchStream::next() {
   if (closed_) throw TransportError("next batch asked of a closed feed (after close() or a failure)");
@@ -28,7 +37,11 @@ std::optional<StreamBatch> BatchStream::next() {
   }
   parts_.context.finish->still_working();
   post_status();
-  if (next_step_ >= parts_.setup.end_step) return std::nullopt;
+  if (next_step_ >= parts_.setup.end_step || stopped_at_ >= 0) return std::nullopt;
+  if (agree_to_stop()) {
+    stopped_at_ = next_step_;
+    return std::nullopt;
+  }
 
   const auto wait_start = Clock::now();
   timing::Span span;
@@ -93,6 +106,65 @@ void BatchStream::end_step_span() {
   span.end_ns = end_ns;
   span.step = next_step_ - 1;
   timing::SpanRecorder::global().record(span);
+}
+
+// Whether any model rank got a stop signal: one all-reduce over the model ranks per step, which
+// every model rank makes before the same global step (a `sync` span; it waits while the other
+// model ranks are alive and names the one that went silent, mpi_gradient_reducer.h).
+bool BatchStream::agree_to_stop() {
+  float flag = stop_requested() ? 1.0f : 0.0f;
+  if (parts_.reducer != nullptr) {
+    timing::ScopedSpan span(timing::Stage::sync, std::max(parts_.setup.first_step, next_step_ - 1));
+    parts_.reducer->all_reduce_sum(&flag, 1);
+  }
+  return flag > 0;
+}
+
+void BatchStream::start_validation() {
+  if (closed_) throw TransportError("validation asked of a closed feed (after close() or a failure)");
+  end_step_span();  // the step's compute ends where its validation begins
+  if (!validation_assembler_) {
+    validation_assembler_ = std::make_unique<BatchAssembler>(parts_.reader);
+    model::FeatureTransformSettings features = parts_.context.features;
+    features.masking = {};  // validation batches are normalised, never masked
+    validation_normalizer_ = std::make_unique<model::FeatureTransform>(std::move(features), "cpu");
+  }
+  validation_next_ = 0;
+  validation_start_ns_ = timing::now_ns();
+}
+
+std::optional<StreamBatch> BatchStream::next_validation() {
+  if (validation_start_ns_ < 0) start_validation();
+  if (validation_next_ >= validation_indices_.size()) return std::nullopt;
+  const size_t per_batch = static_cast<size_t>(std::max(1, parts_.settings.plan.batch_size));
+  const size_t end = std::min(validation_indices_.size(), validation_next_ + per_batch);
+  const std::vector<int64_t> indices(validation_indices_.begin() + static_cast<ptrdiff_t>(validation_next_),
+                                     validation_indices_.begin() + static_cast<ptrdiff_t>(end));
+  validation_next_ = end;
+  validation_assembler_->assemble_unplanned(indices, validation_bytes_);
+  StreamBatch batch;
+  batch.host = BatchPointers::of(validation_bytes_.data(), validation_bytes_.size());
+  validation_normalizer_->apply(mel_batch_of(batch.host, const_cast<float*>(batch.host.mels)), -1, false);
+  batch.global_step = std::max(parts_.setup.first_step, next_step_ - 1);
+  batch.epoch = batch.step = -1;
+  return batch;
+}
+
+void BatchStream::end_validation() {
+  if (validation_start_ns_ < 0) return;
+  timing::Span span;
+  span.stage = timing::Stage::validation;
+  span.start_ns = validation_start_ns_;
+  span.end_ns = timing::now_ns();
+  span.step = std::max(parts_.setup.first_step, next_step_ - 1);
+  timing::SpanRecorder::global().record(span);
+  validation_start_ns_ = -1;
+  parts_.context.finish->still_working();
+}
+
+bool BatchStream::validation_due(int64_t done) const {
+  const int64_t every = parts_.settings.validation_every;
+  return every > 0 && done % every == 0 && done != parts_.setup.end_step;
 }
 
 void BatchStream::mark(timing::Stage stage, int64_t start_ns, int64_t end_ns) {
@@ -174,6 +246,7 @@ void BatchStream::post_status() {
 
 void BatchStream::close() {
   if (closed_) return;
+  end_validation();
   end_step_span();
   closed_ = true;
   if (current_) {
@@ -198,7 +271,8 @@ json BatchStream::summary() const {
           {"compute_seconds", compute_s_},
           {"samples", samples_},
           {"frames", frames_},
-          {"replay_from_memory", false}};
+          {"replay_from_memory", false},
+          {"stopped_at", stopped_at_}};
 }
 
 }  // namespace sluice::runtime

@@ -13,14 +13,31 @@
 // transport) and stays valid until the next call of next() or close(), which give the slot and
 // its credit back to the data rank. Only one batch is out at a time.
 //
-// THREADING. One thread calls next(), mark() and close() (it makes the channel's MPI calls).
+// STOP (preemption, as the C++ loop's agree_to_stop in model_loop.cpp). Before each batch the
+// model ranks agree, with one all-reduce over their communicator, whether any of them got
+// SIGTERM or SIGUSR1 (common/stop_signal.h); when one did, next() returns nullopt on every model
+// rank at the same global step, stopped_at() says which, and close() tells the data rank to
+// stop sending. The script checkpoints and resumes with resume_step = stopped_at().
+//
+// VALIDATION (as the C++ loop's mean_validation_loss). This rank's share of the validation split
+// (every model_ranks-th sample, starting at its model index), in batches of train.batch_size
+// assembled from the cache on this rank and normalised as training batches are, never masked.
+// validation_due(done) says whether train.validation_every asks for a pass after `done` steps.
+// A validation batch lives in the stream's own buffer (host memory), valid until the next
+// next_validation() or close(); the training batch stays valid meanwhile.
+//
+// THREADING. One thread calls next(), mark(), the validation calls and close() (it makes the
+// channel's MPI calls).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "model/feature_transform.h"
+#include "runtime/train/batch_assembler.h"
 #include "runtime/train/batch_buffer.h"
 #include "runtime/train/model_side.h"
 #include "runtime/transport/feed_channel.h"
@@ -41,6 +58,7 @@ class BatchStream {
  public:
   // `parts` (and what it refers to) must outlive the stream.
   explicit BatchStream(const ModelRankParts& parts);
+  ~BatchStream();
 
   // The next planned batch of this rank, or nullopt after the run's last step. Gives the previous
   // batch's slot back first. Blocks while the data rank is alive; throws TransportError naming
@@ -49,6 +67,18 @@ class BatchStream {
   // A span the script marked in its current step (forward, backward, optimizer, ...), in
   // timing::now_ns() time. Throws ConfigError for a stage that is not a model rank's.
   void mark(timing::Stage stage, int64_t start_ns, int64_t end_ns);
+  // Starts a pass over this rank's share of the validation split: ends the current step's compute
+  // span (the pass is a validation span of its own, recorded by end_validation()).
+  void start_validation();
+  // The pass's next batch (epoch, step -1; host memory), or nullopt at its end.
+  std::optional<StreamBatch> next_validation();
+  // Records the pass as one validation span; called by the script's side after the last batch.
+  void end_validation();
+  // Whether train.validation_every asks for validation after `done` global steps (the C++ loop
+  // validates then, and once more at the end of a finished run).
+  bool validation_due(int64_t done) const;
+  size_t validation_samples() const { return validation_indices_.size(); }
+
   // Ends the stream: gives the current slot back and, when the run did not reach its end, shuts
   // the channel (the data rank stops sending). Idempotent.
   void close();
@@ -57,11 +87,14 @@ class BatchStream {
   int64_t end_step() const { return parts_.setup.end_step; }
   int model_index() const { return model_index_; }
   int64_t done() const { return next_step_ - parts_.setup.first_step; }  // batches handed out
+  // The global step a stop signal ended the run at (the first batch not handed out); -1: none.
+  int64_t stopped_at() const { return stopped_at_; }
   // This rank's stats for ranks/rank-N.json (the C++ loop's fields that apply).
   nlohmann::json summary() const;
 
  private:
   void end_step_span();
+  bool agree_to_stop();
   std::optional<transport::ReceivedBatch> receive();
   void check_position(const BatchPointers& batch) const;
   void count(const BatchPointers& batch);
@@ -76,6 +109,14 @@ class BatchStream {
   bool step_marked_ = false;
   int64_t step_start_ns_ = 0;
   bool closed_ = false;
+  int64_t stopped_at_ = -1;
+  // Validation: this rank's sample indices, the pass's position and its batch's bytes.
+  std::vector<int64_t> validation_indices_;
+  size_t validation_next_ = 0;
+  int64_t validation_start_ns_ = -1;
+  std::unique_ptr<BatchAssembler> validation_assembler_;
+  std::unique_ptr<model::FeatureTransform> validation_normalizer_;
+  BatchBytes validation_bytes_;
   Clock::time_point started_;
   double wait_s_ = 0, compute_s_ = 0;
   int64_t samples_ = 0, frames_ = 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/stop_signal.h"
 #include "runtime/settings.h"
 #include "runtime/train/train_job.h"
 #include "timing/span_recorder.h"
@@ -47,6 +48,9 @@ std::string agree_on_rendezvous(const ModelRankParts& parts) {
 }  // namespace
 
 EmbeddedModelRank::EmbeddedModelRank(const MpiSession& session, EmbeddedOptions options) : session_(session) {
+  // SIGTERM / SIGUSR1 stop the feed at a step the model ranks agree on (batch_stream.h, STOP), as
+  // they stop `sluice train`; Python's default for both would end the process at once.
+  install_stop_signal_handlers();
   config::Config config = config::Config::load(settings_schema(), options.config_file, options.overrides);
   TrainOptions train;
   train.announce.kind = RankKind::python;
@@ -111,6 +115,8 @@ nlohmann::json EmbeddedModelRank::hand_over(const ModelRankParts& parts) {
   info.n_mels = parts.reader.n_mels();
   info.transport = parts.setup.roles.transport;
   info.run_dir = parts.settings.run_dir.string();
+  info.validation_every = parts.settings.validation_every;
+  info.validation_samples = static_cast<int64_t>(stream->validation_samples());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stream_ = std::move(stream);
@@ -132,6 +138,8 @@ int EmbeddedModelRank::finish() {
   }
   thread_.join();
   if (run_error_) std::rethrow_exception(run_error_);
+  // Stopped by the agreement on a signal another rank got: the run's exit code says stopped too.
+  if (exit_code_ == 0 && stream_->stopped_at() >= 0) return train_stopped;
   return exit_code_;
 }
 

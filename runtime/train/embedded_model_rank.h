@@ -46,6 +46,8 @@ struct ModelRankInfo {
   int n_mels = 0;
   std::string transport;
   std::string run_dir;
+  int64_t validation_every = 0;    // train.validation_every (0: only at the end)
+  int64_t validation_samples = 0;  // this rank's share of the validation split
 };
 
 class EmbeddedModelRank {

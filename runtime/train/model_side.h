@@ -10,6 +10,7 @@
 
 #include "cache/cache_reader.h"
 #include "common/mpi_session.h"
+#include "model/gradient_reducer.h"
 #include "runtime/train/model_loop.h"
 #include "runtime/train/train_run.h"
 #include "runtime/train/train_settings.h"
@@ -23,6 +24,9 @@ struct ModelRankParts {
   cache::CacheReader& reader;
   ModelFeed feed;
   MPI_Comm model_comm;  // the model ranks' communicator; MPI_COMM_NULL in a one-process run
+  // Small all-reduces among the model ranks with liveness (the stop agreement); null without
+  // other model ranks.
+  model::GradientReducer* reducer;
   RankContext& context;
 };
 

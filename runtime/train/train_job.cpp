@@ -218,7 +218,7 @@ struct RankRun {
 json run_model_side(RankRun& run, const ModelFeed& feed, model::GradientReducer* reducer, MPI_Comm model_comm) {
   if (run.model_side) {
     return run.model_side(ModelRankParts{run.session, run.settings, run.setup, run.reader, feed, model_comm,
-                                         run.context});
+                                         reducer, run.context});
   }
   return train_model(run.session, run.settings, run.setup, run.reader, feed, reducer, run.context);
 }

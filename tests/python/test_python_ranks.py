@@ -1,19 +1,27 @@
 """Python model ranks end to end (docs/python.md): the real `sluice` binary as the data rank and
-sluice-python processes as model ranks, under the real mpirun, on a cache prepared from the
-sample corpus. Run by ctest (tests/python/CMakeLists.txt) with SLUICE, SLUICE_PYTHON, MPIEXEC,
-SAMPLE_CORPUS, EXAMPLE and PYTHONPATH in the environment.
+Python processes as model ranks, under the real mpirun, on a cache prepared from the sample
+corpus. The ranks are plain python3 importing the extension module from the build tree (the
+interpreter running this test, PYTHONPATH=BUILD/python), and sluice-python for the cases that
+say so. Run by ctest (tests/python/CMakeLists.txt) with SLUICE, SLUICE_PYTHON, MPIEXEC,
+SAMPLE_CORPUS, EXAMPLE, SLUICE_PYTHON_EXTENSION and PYTHONPATH in the environment.
 """
 import glob
 import json
 import os
+import signal
 import subprocess
+import sys
 import tempfile
+import threading
+import time
 import unittest
 
 SLUICE, SLUICE_PYTHON, MPIEXEC = os.environ["SLUICE"], os.environ["SLUICE_PYTHON"], os.environ["MPIEXEC"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE = os.path.join(HERE, "feed_probe.py")
 EXAMPLE = os.environ["EXAMPLE"]
+# Plain python3 (this interpreter) imports sluice when the extension module is built.
+PYTHON3 = sys.executable if os.environ.get("SLUICE_PYTHON_EXTENSION") == "ON" else SLUICE_PYTHON
 # Short runs on a 2-core machine: small batches, no validation or checkpoints (a Python rank does
 # its own), no live status line.
 COMMON = ["--set", "train.batch_size=4", "--set", "train.n_buckets=2", "--set", "train.log_every=1000",
@@ -39,31 +47,43 @@ class PythonRanks(unittest.TestCase):
                             "--set", "cache.shard_size=32"])
         assert code == 0, output
 
-    def job(self, name, steps, python_command, extra=(), ranks=2):
+    def command(self, name, steps, python_command, extra=(), ranks=2, python=PYTHON3):
         run_dir = os.path.join(self.work, name)
         sluice = [SLUICE, "train", "--cache", self.cache, "--run-dir", run_dir, "--steps", str(steps), *COMMON, *extra]
-        command = [MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", *sluice, ":",
-                   "-np", str(ranks), SLUICE_PYTHON, *python_command]
+        return run_dir, [MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "1", *sluice, ":",
+                         "-np", str(ranks), python, *python_command]
+
+    def job(self, name, steps, python_command, extra=(), ranks=2, python=PYTHON3):
+        run_dir, command = self.command(name, steps, python_command, extra, ranks, python)
         code, output = run(command)
         return run_dir, code, output
 
-    def probe(self, name, steps, extra=(), probe_args=()):
-        out = os.path.join(self.work, name + "-rank{rank}.json")
-        run_dir, code, output = self.job(name, steps, [PROBE, out, *probe_args], extra)
-        records = [read_json(p) for p in sorted(glob.glob(os.path.join(self.work, name + "-rank*.json")))]
-        return run_dir, code, output, records
+    def records(self, name):
+        return [read_json(p) for p in sorted(glob.glob(os.path.join(self.work, name + "-rank*.json")))]
 
-    # The example trains: the loss falls, the report is written and names the Python ranks.
+    def probe(self, name, steps, extra=(), probe_args=(), python=PYTHON3):
+        out = os.path.join(self.work, name + "-rank{rank}.json")
+        run_dir, code, output = self.job(name, steps, [PROBE, out, *probe_args], extra, python=python)
+        return run_dir, code, output, self.records(name)
+
+    # The example, under plain python3 (`mpirun -np 1 sluice train ... : -np 2 python3 train.py`),
+    # trains: the loss falls, the validation loss at train.validation_every and at the end falls,
+    # the report is written and names the Python ranks.
     def test_example_trains_and_the_report_names_the_python_ranks(self):
         out = os.path.join(self.work, "example-{rank}.json")
-        run_dir, code, output = self.job("example", 30, [EXAMPLE, "--out", out])
+        run_dir, code, output = self.job("example", 30, [EXAMPLE, "--out", out],
+                                         extra=["--set", "train.validation_every=10"])
         self.assertEqual(code, 0, output)
         self.assertIn("model (python) fed by 0", output)  # the role plan
         for rank in (0, 1):
-            losses = read_json(out.format(rank=rank))["losses"]
+            record = read_json(out.format(rank=rank))
+            losses = record["losses"]
             self.assertEqual(len(losses), 30)
             first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
             self.assertLess(last, 0.7 * first, losses)
+            validations = record["validations"]
+            self.assertEqual([v["global_step"] for v in validations], [10, 20, 30], validations)
+            self.assertLess(validations[-1]["loss"], validations[0]["loss"], validations)
         report = read_json(os.path.join(run_dir, "report.json"))
         names = [m["name"] for m in report["model_ranks"]]
         self.assertEqual(len(names), 2, names)
@@ -79,7 +99,7 @@ class PythonRanks(unittest.TestCase):
     # same batches from the step it is given.
     def test_every_planned_batch_once_per_epoch_and_resume(self):
         steps = 26  # two whole epochs of 13 steps (2 model ranks, batch 4, 2 buckets)
-        _, code, output, records = self.probe("plan", steps)
+        _, code, output, records = self.probe("plan", steps, python=SLUICE_PYTHON)
         self.assertEqual(code, 0, output)
         self.assertEqual(len(records), 2)
         self.assertEqual(records[0]["steps_per_epoch"], 13, output)
@@ -97,7 +117,7 @@ class PythonRanks(unittest.TestCase):
         self.assertLessEqual(len(set(per_epoch[0]) | set(per_epoch[1])), 113)
         self.assertNotEqual(per_epoch[0], per_epoch[1], "each epoch is shuffled anew")
 
-        _, code, output, resumed = self.probe("resume", steps, probe_args=["--resume-step", "17"])
+        _, code, output, resumed = self.probe("resume", steps, probe_args=["--resume-step", "17"], python=SLUICE_PYTHON)
         self.assertEqual(code, 0, output)
         for full, part in zip(records, resumed):
             self.assertEqual(part["first_step"], 17)
@@ -120,7 +140,7 @@ class PythonRanks(unittest.TestCase):
         code, sluice_output = run([SLUICE, "train", "--cache", missing, "--run-dir", os.path.join(self.work, "bad")])
         self.assertNotEqual(code, 0)
         out = os.path.join(self.work, "bad-cache-{rank}.json")
-        code, output = run([SLUICE_PYTHON, PROBE, out, "--set", "cache.dir=" + missing,
+        code, output = run([PYTHON3, PROBE, out, "--set", "cache.dir=" + missing,
                             "--set", "train.run_dir=" + os.path.join(self.work, "bad-py")])
         self.assertEqual(code, 0, output)
         record = read_json(out.format(rank=0))
@@ -151,6 +171,128 @@ class PythonRanks(unittest.TestCase):
             self.assertIn("from its data rank 0 (host", error["message"])
         # The first to give up says why; a rank still waiting may see the job's end (MPI_Abort) first.
         self.assertTrue(any("gave no sign of life" in e["message"] for e in errors), errors)
+
+
+    # Validation batches: at the steps train.validation_every names and at the end, each rank's
+    # share of the split (disjoint, together the whole split, never a training sample), the same
+    # samples every pass, one validation span per pass in the timeline.
+    def test_validation_batches_at_the_validation_steps(self):
+        run_dir, code, output, records = self.probe("validate", 13, extra=["--set", "train.validation_every=5"],
+                                                    probe_args=["--validate"])
+        self.assertEqual(code, 0, output)
+        self.assertEqual(len(records), 2)
+        shares = []
+        for record in records:
+            self.assertEqual(record["validation_every"], 5)
+            passes = record["validations"]
+            self.assertEqual([p["step"] for p in passes], [5, 10, 13], passes)
+            self.assertEqual(len(passes[0]["indices"]), record["validation_samples"])
+            self.assertGreater(record["validation_samples"], 0)
+            for p in passes[1:]:
+                self.assertEqual(p["indices"], passes[0]["indices"])
+            shares.append(set(passes[0]["indices"]))
+            timeline = read_json(os.path.join(run_dir, "timeline", f"rank-{record['mpi_rank']}.json"))
+            validation_stage = timeline["stages"].index("validation")
+            self.assertEqual(sum(1 for span in timeline["spans"] if span[1] == validation_stage), 3)
+        self.assertFalse(shares[0] & shares[1], "the ranks' validation shares overlap")
+        training = {i for record in records for b in record["batches"] for i in b["indices"]}
+        self.assertFalse((shares[0] | shares[1]) & training, "a validation sample was trained on")
+        # 113 training samples (test_every_planned_batch_once_per_epoch_and_resume); the rest validate.
+        self.assertEqual(len(shares[0] | shares[1]) + 113, read_json(os.path.join(self.cache, "manifest.json"))["totals"]["samples"])
+
+    # Preemption: SIGUSR1 to mpirun (what slurm/train.sbatch sends on SIGTERM) reaches every rank;
+    # the Python ranks' feeds end at one agreed step, the script can checkpoint, the job exits 4
+    # (stopped), and a run resumed at that step starts with the next unseen batch.
+    def test_sigusr1_to_mpirun_stops_the_python_ranks_at_one_step(self):
+        name = "stop"
+        ready = os.path.join(self.work, "stop-ready")
+        out = os.path.join(self.work, name + "-rank{rank}.json")
+        run_dir, command = self.command(name, 100000, [PROBE, out, "--pace", "0.05", "--ready-after", "3", ready])
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 180
+        while not os.path.exists(ready) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not os.path.exists(ready):
+            job.kill()
+            self.fail("the Python ranks did not start training:\n" + job.communicate()[0])
+        job.send_signal(signal.SIGUSR1)
+        output, _ = job.communicate(timeout=180)
+        self.assertEqual(job.returncode, 4, output)  # train_stopped (docs/operations.md)
+        records = self.records(name)
+        self.assertEqual(len(records), 2, output)
+        stopped_at = records[0]["stopped_at"]
+        self.assertIsNotNone(stopped_at, output)
+        self.assertGreaterEqual(stopped_at, 3)
+        for record in records:
+            self.assertEqual(record["stopped_at"], stopped_at)
+            self.assertEqual(record["stop_signal"], "SIGUSR1")
+            self.assertEqual(record["exit"], 4)
+            self.assertEqual([b["global_step"] for b in record["batches"]], list(range(stopped_at)))
+        self.assertEqual(read_json(os.path.join(run_dir, "timeline", "rank-0.json"))["status"], "stopped")
+
+        _, code, output, resumed = self.probe("stop-resumed", stopped_at + 3,
+                                              probe_args=["--resume-step", str(stopped_at)])
+        self.assertEqual(code, 0, output)
+        for record in resumed:
+            self.assertEqual([b["global_step"] for b in record["batches"]], [stopped_at, stopped_at + 1, stopped_at + 2])
+
+    # One Python rank sleeps 0.8 s in each step: the report names it, and only it, as the straggler.
+    def test_sleeping_python_rank_is_named_straggler(self):
+        run_dir, code, output, records = self.probe("straggler", 28, probe_args=["--sleep-rank", "1", "0.8"])
+        self.assertEqual(code, 0, output)
+        sleeper = next(r["mpi_rank"] for r in records if r["rank"] == 1)
+        report = read_json(os.path.join(run_dir, "report.json"))
+        stragglers = [v for v in report["verdicts"] if v["kind"] == "straggler"]
+        self.assertEqual([v["rank"] for v in stragglers], [sleeper], report["verdicts"])
+
+
+    # Another process stops one Python rank 180 ms of every 200 ms (SIGSTOP, SIGCONT) while it
+    # trains: the report names it, and only it, as descheduled (stopped or starved of CPU), as it
+    # names a C++ rank (tests/runtime/test_report_external_faults.cpp).
+    def test_stopped_python_rank_is_named_descheduled(self):
+        name = "descheduled"
+        pid_file = os.path.join(self.work, name + "-pid-{rank}")
+        out = os.path.join(self.work, name + "-rank{rank}.json")
+        run_dir, command = self.command(name, 28, [PROBE, out, "--pace", "0.05", "--pid-file", pid_file])
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 180
+        while not os.path.exists(pid_file.format(rank=1)) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not os.path.exists(pid_file.format(rank=1)):
+            job.kill()
+            self.fail("model rank 1 never opened its feed:\n" + job.communicate()[0])
+        with open(pid_file.format(rank=1)) as file:
+            stopped = int(file.read())
+        done = threading.Event()
+
+        def stop_and_continue():
+            while not done.is_set():
+                try:
+                    os.kill(stopped, signal.SIGSTOP)
+                    time.sleep(0.18)
+                    os.kill(stopped, signal.SIGCONT)
+                except ProcessLookupError:  # the rank ended
+                    return
+                time.sleep(0.02)
+
+        stopper = threading.Thread(target=stop_and_continue)
+        stopper.start()
+        try:
+            output, _ = job.communicate(timeout=300)
+        finally:
+            done.set()
+            stopper.join()
+            try:
+                os.kill(stopped, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.assertEqual(job.returncode, 0, output)
+        mpi_rank = next(r["mpi_rank"] for r in self.records(name) if r["rank"] == 1)
+        report = read_json(os.path.join(run_dir, "report.json"))
+        descheduled = [v for v in report["verdicts"] if v["kind"] == "descheduled"]
+        self.assertEqual([v["rank"] for v in descheduled], [mpi_rank], report["verdicts"])
+        self.assertEqual(descheduled[0]["numbers"]["cause"], "stopped_or_starved", descheduled[0])
+        self.assertLess(descheduled[0]["numbers"]["ran_fraction"], 0.5, descheduled[0])
 
 
 if __name__ == "__main__":
