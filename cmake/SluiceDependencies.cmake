@@ -5,6 +5,8 @@ find_package(yaml-cpp REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
+# simdjson: `sluice report` reads thousands of per-rank timelines (timing/timeline_file.cpp).
+find_package(simdjson REQUIRED)
 find_package(Threads REQUIRED)
 # libtorch: Debian's CPU build here, pip torch's CMake config on GPU hosts (CMAKE_PREFIX_PATH).
 find_package(Torch REQUIRED)

@@ -1,5 +1,10 @@
 #include "report/write_report.h"
 
+#include <algorithm>
+#include <deque>
+#include <future>
+#include <thread>
+
 #include "common/error.h"
 #include "common/file_util.h"
 #include "report/chrome_trace.h"
@@ -89,13 +94,42 @@ std::string prep_report(const fs::path& cache_dir, const std::vector<timing::Ran
   return verdict_lines(analysis.verdicts) + files_line(cache_dir);
 }
 
+// How many timelines are read ahead of the analysis, each on its own thread: the cores there are,
+// at most 8 (more buys little: the analysis of one timeline takes about as long as reading one).
+size_t report_read_threads() {
+  return std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 8);
+}
+
+// Visits `files` in their order on the calling thread while up to `window` of the next ones are
+// read and parsed on their own threads: reading overlaps the analysis, and memory holds at most
+// `window` + 1 timelines. A bad file throws when its turn comes, as a one-at-a-time read would
+// (the reads already started finish first: a future's destructor waits).
+void read_ahead(const std::vector<fs::path>& files, const TimelineVisitor& visit, size_t window) {
+  std::deque<std::future<timing::RankTimeline>> ahead;
+  size_t next = 0;
+  const auto refill = [&] {
+    for (; next < files.size() && ahead.size() < window; ++next) {
+      ahead.push_back(std::async(std::launch::async, [file = files[next]] { return timing::read_timeline(file); }));
+    }
+  };
+  refill();
+  while (!ahead.empty()) {
+    const timing::RankTimeline timeline = ahead.front().get();
+    ahead.pop_front();
+    refill();
+    visit(timeline);
+  }
+}
+
 }  // namespace
 
 TimelineSource timelines_on_disk(const fs::path& run_dir) {
   return [files = timing::timeline_files(run_dir)](const std::function<bool(int)>& wanted, const TimelineVisitor& visit) {
+    std::vector<fs::path> chosen;
     for (const auto& [rank, file] : files) {
-      if (wanted(rank)) visit(timing::read_timeline(file));
+      if (wanted(rank)) chosen.push_back(file);
     }
+    read_ahead(chosen, visit, report_read_threads());
   };
 }
 

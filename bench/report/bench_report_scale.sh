@@ -6,6 +6,11 @@
 #   TEMPLATE=RUN_DIR  clone a real run's timelines (a 3-rank quick start) instead of the synthetic one
 #   STEPS=300         steps of the synthetic template
 #   WORK=/tmp/...     where the run directories go (about 150 KB per rank; removed at the end)
+#   BASELINE=BINARY   also time this `sluice` (another build) on the same directories, each run
+#                     right after the build's own, so both see the same load (rows marked "base")
+#
+# report_s is wall time; cpu_s is user + system CPU time, which moves less with the machine's
+# load (the threads that read ahead add CPU time on every core but shorten the wall).
 set -euo pipefail
 build=${1:-build}
 shift || true
@@ -14,18 +19,27 @@ ranks=("$@")
 work=${WORK:-$(mktemp -d /tmp/sluice-bench-report.XXXXXX)}
 from=()
 [ -n "${TEMPLATE:-}" ] && from=(--from "$TEMPLATE")
-printf '%6s %10s %10s %12s %12s %12s %s\n' ranks timeline_MB report_s peak_RSS_MB trace_MB per_rank_ms planted
+printf '%6s %5s %10s %10s %8s %12s %12s %12s %s\n' ranks build timeline_MB report_s cpu_s peak_RSS_MB trace_MB \
+  per_rank_ms planted
+# One `sluice report` on DIR, timed: prints a row of the table.
+time_report() {
+  local binary=$1 label=$2 n=$3 dir=$4 size=$5 planted=$6
+  /usr/bin/time -f '%e %M %U %S' -o "$work/time-$n" "$binary" report "$dir" > "$work/report-$n.txt"
+  read -r seconds kb user system < "$work/time-$n"
+  local trace=$(( $(stat -c %s "$dir/trace.json") / 1000000 ))
+  local named
+  named=$(grep -c '^straggler' "$work/report-$n.txt" || true)
+  printf '%6s %5s %10s %10s %8s %12s %12s %12s %s (%s straggler verdicts)\n' "$n" "$label" "$size" "$seconds" \
+    "$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.1f", u + s }')" $((kb / 1024)) "$trace" \
+    "$(awk -v s="$seconds" -v n="$n" 'BEGIN { printf "%.1f", 1000 * s / n }')" "$planted" "$named"
+}
 for n in "${ranks[@]}"; do
   dir="$work/run-$n"
   rm -rf "$dir"
   planted=$("$build/bench/report/make_synthetic_run" --ranks "$n" --out "$dir" --steps "${STEPS:-300}" "${from[@]}")
   size=$(du -sm "$dir/timeline" | cut -f1)
-  /usr/bin/time -f '%e %M' -o "$work/time-$n" "$build/launcher/sluice" report "$dir" > "$work/report-$n.txt"
-  read -r seconds kb < "$work/time-$n"
-  trace=$(( $(stat -c %s "$dir/trace.json") / 1000000 ))
-  named=$(grep -c '^straggler' "$work/report-$n.txt" || true)
-  printf '%6s %10s %10s %12s %12s %12s %s (%s straggler verdicts)\n' "$n" "$size" "$seconds" $((kb / 1024)) "$trace" \
-    "$(awk -v s="$seconds" -v n="$n" 'BEGIN { printf "%.1f", 1000 * s / n }')" "$planted" "$named"
+  time_report "$build/launcher/sluice" this "$n" "$dir" "$size" "$planted"
+  [ -z "${BASELINE:-}" ] || time_report "$BASELINE" base "$n" "$dir" "$size" "$planted"
   rm -rf "$dir"
 done
 [ -n "${WORK:-}" ] || rm -rf "$work"

@@ -7,7 +7,10 @@
 # where in the step it fell than about growth: the summary takes each minute's peak (the highest
 # sample of that minute) and compares the peaks after warm-up (the first WARMUP_MIN minutes are
 # left out): their spread (max - min) in MiB and percent, and the first steady minute's peak
-# against the last one's (growth). At the end it stops the run with SIGTERM (a preemption:
+# against the last one's (growth). A sample misses the peaks between samples, so each sample also
+# reads VmHWM, the peak RSS since the last sample (the peak is reset after each read by writing 5
+# to /proc/PID/clear_refs): a minute's peak is then the true highest RSS of every step in it, not
+# the highest of 12 instants (falls back to VmRSS where the reset is not allowed). At the end it stops the run with SIGTERM (a preemption:
 # checkpoint, exit 4) and prints the data rank's bound: train.credits (and the read-ahead) x the
 # plan's largest batch x the model ranks it feeds.
 #
@@ -52,12 +55,14 @@ rank_pids() {
 
 start=$(date +%s)
 end=$(( start + minutes * 60 ))
-printf 'seconds\trank\tvmrss_kib\n' >"$work/rss.tsv"
+printf 'seconds\trank\tvmrss_kib\tpeak_kib\n' >"$work/rss.tsv"
 while kill -0 "$launcher_pid" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do
   now=$(( $(date +%s) - start ))
   while read -r rank pid; do
-    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    [ -n "$rss" ] && printf '%s\t%s\t%s\n' "$now" "$rank" "$rss" >>"$work/rss.tsv"
+    read -r rss hwm < <(awk '/^VmRSS:/ {r = $2} /^VmHWM:/ {h = $2} END {print r, h}' "/proc/$pid/status" 2>/dev/null || true)
+    # The peak since the last sample; reset for the next one (clear_refs 5: Linux 4.0 and later).
+    if [ -n "$hwm" ] && { echo 5 >"/proc/$pid/clear_refs"; } 2>/dev/null; then peak=$hwm; else peak=$rss; fi
+    [ -n "$rss" ] && printf '%s\t%s\t%s\t%s\n' "$now" "$rank" "$rss" "$peak" >>"$work/rss.tsv"
   done < <(rank_pids)
   sleep "$sample_s"
 done
@@ -75,8 +80,9 @@ import collections, glob, json, re, sys
 work, warmup_min = sys.argv[1], float(sys.argv[2])
 rows = [line.split('\t') for line in open(f"{work}/rss.tsv").read().splitlines()[1:]]
 by_rank = collections.defaultdict(list)
-for seconds, rank, kib in rows:
-    by_rank[int(rank)].append((int(seconds), int(kib)))
+# (seconds, rss, peak since the previous sample)
+for seconds, rank, kib, peak in rows:
+    by_rank[int(rank)].append((int(seconds), int(kib), int(peak)))
 log = open(f"{work}/train.log").read()
 steps = re.findall(r"step (\d+)/\d+", log)
 print(f"{len(rows)} samples, last logged step {steps[-1] if steps else '?'}, warm-up {warmup_min:g} min left out")
@@ -93,14 +99,14 @@ print(f"{'rank':<5}{'role':<7}{'minutes':>8}{'peak min':>10}{'peak max':>10}{'sp
       f"{'first->last MiB':>17}{'trough min':>11}")
 for rank in sorted(by_rank):
     per_minute = collections.defaultdict(list)
-    for seconds, kib in by_rank[rank]:
+    for seconds, kib, peak in by_rank[rank]:
         if seconds >= warmup_min * 60:
-            per_minute[seconds // 60].append(kib)
+            per_minute[seconds // 60].append((kib, peak))
     if not per_minute:
         print(f"{rank:<5} no samples after the warm-up"); continue
     minutes = sorted(per_minute)
-    peaks = [max(per_minute[m]) for m in minutes]
-    troughs = [min(per_minute[m]) for m in minutes]
+    peaks = [max(peak for _, peak in per_minute[m]) for m in minutes]
+    troughs = [min(kib for kib, _ in per_minute[m]) for m in minutes]
     lo, hi = min(peaks), max(peaks)
     print(f"{rank:<5}{roles.get(rank, '?'):<7}{len(minutes):>8}{lo / 1024:>10.1f}{hi / 1024:>10.1f}"
           f"{(hi - lo) / 1024:>11.1f}{100.0 * (hi - lo) / lo:>7.1f}%"

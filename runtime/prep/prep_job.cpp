@@ -22,6 +22,7 @@
 #include "common/file_util.h"
 #include "common/host.h"
 #include "common/log.h"
+#include "common/rank_tree.h"
 #include "common/slurm_env.h"
 #include "dataset/audio.h"
 #include "runtime/rank_timing.h"
@@ -184,25 +185,142 @@ json result_json(const BuildResult& result, int rank, const std::string& host) {
             {"write", result.stages.write}}}};
 }
 
-// Rank 0 between the plan and the results: watches every rank's heartbeat, prints progress,
-// pings the others, and runs its own share. Returns every rank's result (index = rank).
+// THE PREP HEARTBEAT TREE (common/rank_tree.h). Every prep.progress_interval_s a rank sends its
+// parent one beat, the progress of its whole subtree (its own plus its children's latest beats,
+// summed) with the ranks of that subtree silent for longer than runtime.timeout_s (each with its
+// last progress), and pings its children, so that a child can tell a slow parent from a stopped
+// one. Rank 0 so takes at most 7 x log8(ranks) beats an interval (28 at 4,096 ranks) and sends as
+// many pings, instead of ranks - 1 of each. A stopped rank is named by its parent: at once when
+// that is rank 0, else in the parent's next beat, and rank 0 fails the job naming it; its own
+// children see the pings stop and fail naming it too. Every rank beats until it has the job's
+// outcome: a rank whose share is done may still be relaying its children's.
+class HeartbeatTree {
+ public:
+  HeartbeatTree(const MpiSession& session, double interval_s, double timeout_s)
+      : session_(session),
+        interval_s_(interval_s),
+        timeout_s_(timeout_s),
+        parent_(RankTree::parent(session.rank())),
+        children_(RankTree::children(session.rank(), session.size())),
+        last_ping_(Clock::now()),
+        last_tick_(Clock::now() - std::chrono::hours(1)) {
+    for (int child : children_) {
+      last_heard_[child] = Clock::now();
+      pings_[child] = {MPI_REQUEST_NULL, std::string()};  // (MPI_REQUEST_NULL is not a zero in Open MPI)
+    }
+  }
+  HeartbeatTree(const HeartbeatTree&) = delete;
+  HeartbeatTree& operator=(const HeartbeatTree&) = delete;
+  // Sends nobody will take any more are cancelled (logged on failure: never throws).
+  ~HeartbeatTree() {
+    if (beat_request_ != MPI_REQUEST_NULL) cancel_request(beat_request_, "heartbeat");
+    for (auto& [child, ping] : pings_) {
+      if (ping.first != MPI_REQUEST_NULL) cancel_request(ping.first, "ping");
+    }
+  }
+
+  // Non-blocking, called every few tens of milliseconds: takes the children's beats and the
+  // parent's pings; once an interval, sends this subtree's beat up and pings the children.
+  // Returns true on the calls that ticked. Throws TransportError naming the parent when its
+  // pings have stopped for runtime.timeout_s.
+  bool poll(const BuildProgress& own) {
+    std::string payload;
+    int sender = -1;
+    while (try_receive_string(session_, tag_heartbeat, payload, sender)) {
+      latest_[sender] = json::parse(payload);
+      last_heard_[sender] = Clock::now();
+    }
+    while (try_receive_string(session_, tag_ping, payload, sender)) last_ping_ = Clock::now();
+    if (parent_ >= 0 && seconds_since(last_ping_) > timeout_s_) {
+      const char* role = parent_ == 0 ? " (prep coordinator)" : " (this rank's parent in the prep heartbeat tree)";
+      throw TransportError(session_.describe(parent_) + role + " has been silent for " + std::to_string(static_cast<int>(seconds_since(last_ping_))) +
+                           " s (runtime.timeout_s); finished shards are kept for a rerun");
+    }
+    if (seconds_since(last_tick_) < interval_s_) return false;
+    last_tick_ = Clock::now();
+    if (parent_ >= 0) send_if_free(beat_request_, beat_text_, subtree_beat(own).dump(), parent_, tag_heartbeat);
+    for (int child : children_) {
+      auto& [request, text] = pings_.at(child);
+      send_if_free(request, text, "ping", child, tag_ping);
+    }
+    return true;
+  }
+
+  // {items, audio_ms, rejects, total_items, total_audio_ms}: this rank's and its subtree's, and
+  // `silent`: [{rank, seconds, last, noticed_by}] for the ranks below it that stopped beating.
+  json subtree_beat(const BuildProgress& own) const {
+    json beat = heartbeat(own);
+    json silent = json::array();
+    for (const auto& [child, child_beat] : latest_) {
+      for (const char* key : {"items", "audio_ms", "rejects", "total_items", "total_audio_ms"}) {
+        beat[key] = beat[key].get<int64_t>() + child_beat.value(key, int64_t{0});
+      }
+      for (const auto& s : child_beat.value("silent", json::array())) silent.push_back(s);
+    }
+    for (const auto& [child, heard] : last_heard_) {
+      const double quiet = seconds_since(heard);
+      if (quiet <= timeout_s_) continue;
+      const auto it = latest_.find(child);
+      silent.push_back({{"rank", child},
+                        {"seconds", quiet},
+                        {"last", it == latest_.end() ? json() : it->second},
+                        {"noticed_by", session_.rank()}});
+    }
+    beat["silent"] = silent;
+    return beat;
+  }
+
+ private:
+  // One message in flight per destination: while the last one is not taken, this tick sends none.
+  void send_if_free(MPI_Request& request, std::string& buffer, std::string text, int to, int tag) {
+    if (request != MPI_REQUEST_NULL) {
+      int done = 0;
+      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(heartbeat tree)");
+      if (!done) return;
+    }
+    buffer = std::move(text);
+    check_mpi(MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, to, tag, session_.world(), &request),
+              "MPI_Isend(heartbeat tree)");
+  }
+
+  const MpiSession& session_;
+  double interval_s_, timeout_s_;
+  int parent_;
+  std::vector<int> children_;
+  std::map<int, json> latest_;  // child -> its latest beat (its subtree)
+  std::map<int, Clock::time_point> last_heard_;
+  Clock::time_point last_ping_, last_tick_;
+  MPI_Request beat_request_ = MPI_REQUEST_NULL;
+  std::string beat_text_;
+  std::map<int, std::pair<MPI_Request, std::string>> pings_;  // child -> the ping in flight
+};
+
+// Rank 0 (not rank 0's own words): the first silent rank the tree names, as the job's error.
+[[noreturn]] void throw_silent(const MpiSession& session, const json& silent, double timeout_s) {
+  const int rank = silent["rank"].get<int>();
+  const int noticed_by = silent["noticed_by"].get<int>();
+  const json& last = silent["last"];
+  throw TransportError(session.describe(rank) + " (prep writer) has been silent for " +
+                       std::to_string(static_cast<int>(silent["seconds"].get<double>())) + " s (runtime.timeout_s = " +
+                       std::to_string(timeout_s) + ")" +
+                       (noticed_by == 0 ? "" : ", as its parent rank " + std::to_string(noticed_by) + " reports") +
+                       "; last progress: " + (last.is_null() ? std::string("none") : last.dump()) +
+                       ". Check that rank's log; finished shards are kept for a rerun");
+}
+
+// Rank 0 between the plan and the results: runs its own share, takes the results, and at the
+// top of the heartbeat tree prints the job's progress and fails it naming a silent rank.
+// Returns every rank's result (index = rank).
 std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, double interval_s,
                             double timeout_s) {
   const int size = session.size();
   std::vector<json> results(static_cast<size_t>(size));
-  std::vector<json> latest(static_cast<size_t>(size), json::object());
-  std::vector<Clock::time_point> last_heard(static_cast<size_t>(size), Clock::now());
+  HeartbeatTree tree(session, interval_s, timeout_s);
   ProgressLine line("prep");
-  auto last_tick = Clock::now() - std::chrono::hours(1);
-  std::vector<std::pair<MPI_Request, std::unique_ptr<std::string>>> pings;
   int pending = size;
   while (pending > 0) {
     std::string payload;
     int sender = -1;
-    while (try_receive_string(session, tag_heartbeat, payload, sender)) {
-      latest[static_cast<size_t>(sender)] = json::parse(payload);
-      last_heard[static_cast<size_t>(sender)] = Clock::now();
-    }
     while (try_receive_string(session, tag_result, payload, sender)) {
       results[static_cast<size_t>(sender)] = json::parse(payload);
       --pending;
@@ -211,99 +329,43 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, do
       results[0] = result_json(builder.finish(), 0, session.host());
       --pending;
     }
-    if (seconds_since(last_tick) >= interval_s) {
-      last_tick = Clock::now();
-      latest[0] = heartbeat(builder.progress());
-      ProgressCounts counts;
-      for (const auto& beat : latest) {
-        if (beat.empty()) continue;
-        counts.items += beat["items"].get<int64_t>();
-        counts.total_items += beat["total_items"].get<int64_t>();
-        counts.audio_seconds += beat["audio_ms"].get<double>() / 1000.0;
-        counts.total_audio_seconds += beat["total_audio_ms"].get<double>() / 1000.0;
-        counts.rejects += beat["rejects"].get<int64_t>();
-      }
-      line.update(counts);
-      // Pings let finished ranks tell a slow rank 0 from a dead one.
-      for (int r = 1; r < size; ++r) {
-        auto text = std::make_unique<std::string>("ping");
-        MPI_Request request;
-        check_mpi(MPI_Isend(text->data(), static_cast<int>(text->size()), MPI_CHAR, r, tag_ping,
-                            session.world(), &request),
-                  "MPI_Isend(ping)");
-        pings.emplace_back(request, std::move(text));
-      }
-      for (auto it = pings.begin(); it != pings.end();) {
-        int done = 0;
-        check_mpi(MPI_Test(&it->first, &done, MPI_STATUS_IGNORE), "MPI_Test(ping)");
-        it = done ? pings.erase(it) : it + 1;
-      }
-    }
-    for (int r = 1; r < size; ++r) {
-      if (!results[static_cast<size_t>(r)].is_null()) continue;
-      const double silent = seconds_since(last_heard[static_cast<size_t>(r)]);
-      if (silent > timeout_s) {
+    if (tree.poll(builder.progress())) {
+      const json beat = tree.subtree_beat(builder.progress());
+      if (!beat["silent"].empty()) {
         line.finish();
-        const auto& beat = latest[static_cast<size_t>(r)];
-        throw TransportError(session.describe(r) + " (prep writer) has been silent for " +
-                             std::to_string(static_cast<int>(silent)) + " s (runtime.timeout_s = " +
-                             std::to_string(timeout_s) + "); last progress: " +
-                             (beat.empty() ? std::string("none") : beat.dump()) +
-                             ". Check that rank's log; finished shards are kept for a rerun");
+        throw_silent(session, beat["silent"][0], timeout_s);
       }
+      ProgressCounts counts;
+      counts.items = beat["items"].get<int64_t>();
+      counts.total_items = beat["total_items"].get<int64_t>();
+      counts.audio_seconds = beat["audio_ms"].get<double>() / 1000.0;
+      counts.total_audio_seconds = beat["total_audio_ms"].get<double>() / 1000.0;
+      counts.rejects = beat["rejects"].get<int64_t>();
+      line.update(counts);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   line.finish();
-  for (auto& ping : pings) cancel_request(ping.first, "ping");
   return results;
 }
 
-// Ranks other than 0: run the share, send heartbeats, then the result, then wait for the outcome.
+// Ranks other than 0: run the share and send the result, beating in the heartbeat tree until the
+// outcome comes.
 int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, double timeout_s) {
-  auto last_ping = Clock::now();
-  auto last_beat = Clock::now() - std::chrono::hours(1);
-  MPI_Request beat_request = MPI_REQUEST_NULL;
-  std::string beat_text;
-  auto drain_pings = [&] {
-    std::string payload;
-    int sender = -1;
-    while (try_receive_string(session, tag_ping, payload, sender)) last_ping = Clock::now();
-    if (seconds_since(last_ping) > timeout_s) {
-      throw TransportError(session.describe(0) + " (prep coordinator) has been silent for " +
-                           std::to_string(static_cast<int>(seconds_since(last_ping))) +
-                           " s (runtime.timeout_s); finished shards are kept for a rerun");
-    }
-  };
-  while (!builder.done()) {
-    drain_pings();
-    if (seconds_since(last_beat) >= interval_s) {
-      int done = 1;
-      if (beat_request != MPI_REQUEST_NULL) {
-        check_mpi(MPI_Test(&beat_request, &done, MPI_STATUS_IGNORE), "MPI_Test(heartbeat)");
-      }
-      if (done) {
-        beat_text = heartbeat(builder.progress()).dump();
-        check_mpi(MPI_Isend(beat_text.data(), static_cast<int>(beat_text.size()), MPI_CHAR, 0, tag_heartbeat,
-                            session.world(), &beat_request),
-                  "MPI_Isend(heartbeat)");
-        last_beat = Clock::now();
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  const BuildResult result = builder.finish();
-  if (result.error) logger()->error("{}", error_text(result.error));
-  send_string(session, 0, tag_result, result_json(result, session.rank(), session.host()).dump(),
-              deadline_after(timeout_s), "the prep result");
+  HeartbeatTree tree(session, interval_s, timeout_s);
+  bool sent = false;
   while (true) {
     std::string payload;
     int sender = -1;
-    if (try_receive_string(session, tag_outcome, payload, sender)) {
-      if (beat_request != MPI_REQUEST_NULL) cancel_request(beat_request, "heartbeat");
-      return std::stoi(payload);
+    if (sent && try_receive_string(session, tag_outcome, payload, sender)) return std::stoi(payload);
+    tree.poll(builder.progress());
+    if (!sent && builder.done()) {
+      const BuildResult result = builder.finish();
+      if (result.error) logger()->error("{}", error_text(result.error));
+      send_string(session, 0, tag_result, result_json(result, session.rank(), session.host()).dump(),
+                  deadline_after(timeout_s), "the prep result");
+      sent = true;
     }
-    drain_pings();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }

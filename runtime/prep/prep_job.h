@@ -11,9 +11,12 @@
 //     least-loaded rank), and broadcasts this plan.
 //  4. Each rank writes its shards: a pool of decode/feature threads, one HDF5 writer thread,
 //     shards written under temporary names and renamed when complete. Shards already complete
-//     with the same fingerprint are kept. Every rank sends rank 0 a heartbeat with its progress
-//     every prep.progress_interval_s; rank 0 pings the others at the same interval. Silence for
-//     longer than runtime.timeout_s is an error naming the silent rank.
+//     with the same fingerprint are kept. Heartbeats go up the rank tree (common/rank_tree.h;
+//     HeartbeatTree in prep_job.cpp): every prep.progress_interval_s a rank sends its parent the
+//     progress of its subtree and pings its children, so rank 0 hears from 7 x log8(ranks) ranks,
+//     not all of them. Silence for longer than runtime.timeout_s is an error naming the silent
+//     rank: rank 0 names it (from the parent's beat when it is further down), its children name
+//     it as their silent parent.
 //     Rank 0 holds CACHE_DIR/prep.lock (flock) from step 3 to the end: a second prep into the
 //     same directory is refused at once, naming the holder (common/file_lock.h).
 //  5. Each rank sends rank 0 its result. Only when every rank succeeded does rank 0 write

@@ -55,6 +55,59 @@ TEST(TimelineFile, RoundTripsEveryField) {
   EXPECT_EQ(back.clock.end->offset_ns, 1250);
 }
 
+// read_timeline (simdjson) must give what the nlohmann reader gives, member for member.
+TEST(TimelineFile, TheFileReaderAgreesWithFromJsonOnEveryField) {
+  const fs::path dir = fs::temp_directory_path() / ("sluice-timeline-reader-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  RankTimeline t = example();
+  t.feeds = {3, 4};
+  t.counters.push_back({8000, 0.25, 0, 1});
+  t.injected_delay = {{"stage", "forward"}, {"seconds", 0.5}, {"ranks", {2}}};
+  t.resources = {{"cpu_seconds", 1.5}, {"stalls", {{100, 200}}}, {"quota", nullptr}};
+  t.summary = {{"steps", 13}, {"loss", 0.125}, {"name", "q\"uote"}, {"big", uint64_t{1} << 63}};
+  write_timeline(dir, t);
+  const RankTimeline read = read_timeline(timeline_path(dir, t.rank));
+  EXPECT_EQ(read.to_json(), RankTimeline::from_json(t.to_json(), "x").to_json());
+  EXPECT_EQ(read.to_json().dump(), t.to_json().dump());
+  ASSERT_EQ(read.spans.size(), 2u);
+  EXPECT_EQ(read.spans[1].stage, Stage::allreduce_overlapped);
+  EXPECT_EQ(read.spans[1].lane, 1);
+  EXPECT_EQ(read.counters[1].value, 0.25);
+  fs::remove_all(dir);
+}
+
+// Each way a file can be wrong is a DataError that names the file and says what is wrong.
+TEST(TimelineFile, TheFileReaderNamesWhatIsWrong) {
+  const fs::path dir = fs::temp_directory_path() / ("sluice-timeline-wrong-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "timeline");
+  const fs::path file = dir / "timeline" / "rank-1.json";
+  const std::string good = example().to_json().dump();
+  const auto error_of = [&](const std::string& text) {
+    std::ofstream(file, std::ios::trunc) << text;
+    try {
+      read_timeline(file);
+    } catch (const DataError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  const auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  EXPECT_NE(error_of(good.substr(0, good.size() / 2)).find(file.string() + ": not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(replaced("\"rank\":2", "\"rank\":\"two\"")).find("malformed timeline"), std::string::npos);
+  EXPECT_NE(error_of(replaced("\"host\":\"node07\",", "")).find("no 'host' member"), std::string::npos);
+  EXPECT_NE(error_of(replaced("[0,7,5000", "[0,99,5000")).find("names stage index 99"), std::string::npos);
+  EXPECT_NE(error_of(replaced("\"batch_wait\"", "\"no_such_stage\"")).find("unknown stage 'no_such_stage'"),
+            std::string::npos);
+  EXPECT_NE(error_of(replaced("sluice-timeline/1", "other/1")).find("not a sluice timeline"), std::string::npos);
+  EXPECT_EQ(error_of(good), "no error");
+  fs::remove_all(dir);
+}
+
 TEST(ClockAlignment, DriftMapsLocalTimeOntoTheReference) {
   const RankTimeline t = example();
   // offset 250 ns at local 1000, 1250 ns one second later: drift 1e-6.

@@ -1,0 +1,64 @@
+// `sluice prep`'s heartbeats go up the rank tree (runtime/prep/prep_job.cpp, HeartbeatTree;
+// common/rank_tree.h), not every rank to rank 0. With 10 ranks the tree has two levels: ranks 1-8
+// report to rank 0, rank 9 to rank 8. A rank stopped from outside (SIGSTOP) below the first
+// level is still named, by its parent's beat, and the job ends with an error that names it.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/rank_tree.h"
+#include "tests/support/command.h"
+#include "tests/support/interrupt_ranks.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(PrepHeartbeats, TheTreeHasTwoLevelsAtTenRanks) {
+  EXPECT_EQ(RankTree::parent(9), 8);
+  EXPECT_EQ(RankTree::parent(8), 0);
+  EXPECT_EQ(RankTree::children(8, 10), (std::vector<int>{9}));
+  EXPECT_EQ(RankTree::children(0, 10).size(), 8u);  // ranks 1-8
+}
+
+TEST(PrepHeartbeats, AStoppedRankBelowTheFirstLevelIsNamedThroughItsParent) {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const fs::path dir = test::scratch_dir("prep-heartbeat-test", "stopped-leaf");
+  // Slow decodes (1 s a clip, 8-16 clips a rank) keep every rank busy long after rank 9 stops;
+  // the 4 s deadline then names it well before the job would have ended.
+  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 10 " +
+                              SLUICE_BINARY + " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " +
+                              (dir / "cache").string() +
+                              " --set cache.shard_size=8 --set prep.threads=1 --set prep.progress_interval_s=0.2"
+                              " --set runtime.timeout_s=4 --set debug.delay_stage=decode --set debug.delay_ms=1000";
+  // Rank 9 is stopped once every rank writes a shard (10 temporary shard files): the plan and the
+  // clock alignment (rank 0 aligns with one rank after another) are behind every rank then, and
+  // only the heartbeats can notice.
+  const std::string watcher = "for i in $(seq 1200); do [ $(ls " + (dir / "cache").string() +
+                              " 2>/dev/null | grep -c 'h5.tmp-') -ge 10 ] && { echo SHARDS-BEING-WRITTEN; break; };"
+                              " sleep 0.1; done";
+  const auto stopped =
+      test::interrupt_ranks("{ " + watcher + " & " + command + "; }", dir, SIGSTOP, {9}, "SHARDS-BEING-WRITTEN");
+  ASSERT_GE(stopped.seconds, 0) << "rank 9 was never found to stop:\n" << stopped.output;
+  ASSERT_TRUE(WIFEXITED(stopped.status) || WIFSIGNALED(stopped.status)) << stopped.output;
+  EXPECT_FALSE(WIFEXITED(stopped.status) && WEXITSTATUS(stopped.status) == 0) << stopped.output;
+  // Rank 0 names rank 9, from rank 8's report; nobody blames rank 8 or rank 0.
+  EXPECT_NE(stopped.output.find("(prep writer) has been silent for"), std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("as its parent rank 8 reports"), std::string::npos) << stopped.output;
+  const size_t named = stopped.output.find("(prep writer) has been silent");
+  ASSERT_NE(named, std::string::npos);
+  const size_t line = stopped.output.rfind('\n', named);
+  EXPECT_NE(stopped.output.substr(line + 1, named - line).find("rank 9"), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.output.find("(prep coordinator) has been silent"), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.output.find("parent in the prep heartbeat tree) has been silent"), std::string::npos)
+      << stopped.output;
+}
+
+}  // namespace
+}  // namespace sluice
