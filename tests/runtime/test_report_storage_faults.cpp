@@ -239,5 +239,59 @@ TEST_F(ReportStorageFaults, ThrottledCacheDeviceIsTheInputBottleneck) {
   }
 }
 
+// A tmpfs of `kib` KiB at `at`, unmounted (lazily if still busy) in the destructor.
+class SmallDisk {
+ public:
+  SmallDisk(const fs::path& at, int kib) : at_(at) {
+    fs::create_directories(at_);
+    mounted_ = ::mount("tmpfs", at_.c_str(), "tmpfs", 0, ("size=" + std::to_string(kib) + "k").c_str()) == 0;
+  }
+  ~SmallDisk() {
+    if (mounted_) ::umount2(at_.c_str(), MNT_DETACH);
+  }
+  SmallDisk(const SmallDisk&) = delete;
+  SmallDisk& operator=(const SmallDisk&) = delete;
+  bool mounted() const { return mounted_; }
+
+ private:
+  fs::path at_;
+  bool mounted_ = false;
+};
+
+// Prep (2 ranks) writes a 14 MB cache onto a 6 MB file system: a shard write fails with "no space
+// left on device", the job exits 5 (the environment's code) and writes no manifest. The report
+// must say the job stopped on that error (the rank, the file) and not call it a hang.
+TEST_F(ReportStorageFaults, PrepOnAFullDiskIsAStopNotAHang) {
+  const fs::path work = test::scratch_dir("report-storage", "full-disk");
+  SmallDisk disk(work / "mnt", 6 * 1024);
+  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  const fs::path cache = work / "mnt" / "cache";
+  const auto prep = run_command(std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " + SLUICE_BINARY +
+                                " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " + cache.string() +
+                                " --set cache.shard_size=32 --set runtime.timeout_s=120");
+  ASSERT_EQ(prep.exit_code, 5) << prep.output;
+  ASSERT_FALSE(fs::exists(cache / "manifest.json"));
+  const auto offline = run_command(std::string(SLUICE_BINARY) + " report " + cache.string());
+  ASSERT_EQ(offline.exit_code, 0) << offline.output;
+  EXPECT_EQ(offline.output.find("hang HIGH"), std::string::npos) << offline.output;
+  const json report = read_json(cache / "report.json");
+  std::printf("%s", verdict_text(report).c_str());
+  EXPECT_TRUE(verdict(report, "hang").is_null()) << verdict_text(report);
+  const json stop = verdict(report, "stopped");
+  ASSERT_FALSE(stop.is_null()) << verdict_text(report);
+  EXPECT_EQ(stop["numbers"]["reason"], "environment_error") << stop;
+  const int failed = stop["numbers"]["error_rank"].get<int>();
+  EXPECT_TRUE(failed == 0 || failed == 1) << stop;
+  EXPECT_EQ(stop["rank"], failed) << stop;
+  const std::string error = stop["numbers"]["error"].get<std::string>();
+  EXPECT_NE(error.find("no space left on device"), std::string::npos) << error;
+  EXPECT_NE(error.find((cache / "shard-").string()), std::string::npos) << "the error names the file: " << error;
+  const std::string summary = stop["summary"].get<std::string>();
+  EXPECT_NE(summary.find("it did not hang: rank " + std::to_string(failed)), std::string::npos) << summary;
+  EXPECT_NE(summary.find("no space left on device"), std::string::npos) << summary;
+  EXPECT_NE(stop["recommendation"].get<std::string>().find("free space on that file system"), std::string::npos)
+      << stop;
+}
+
 }  // namespace
 }  // namespace sluice
