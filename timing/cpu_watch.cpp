@@ -177,13 +177,34 @@ void CpuWatch::sample_storage_reads() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (bytes < 0 || last_read_bytes_ < 0) return;  // no /proc/self/io here
   if (bytes > last_read_bytes_) {
-    ++read_interval_count_;
-    if (read_intervals_.size() >= max_read_intervals) read_intervals_.erase(read_intervals_.begin());
+    if (read_intervals_.size() >= max_read_intervals) coarsen_read_intervals();
     read_intervals_.push_back({last_read_t_ns_, t, bytes - last_read_bytes_, cpu - last_cpu_ns_});
   }
   last_read_bytes_ = bytes;
   last_read_t_ns_ = t;
   last_cpu_ns_ = cpu;
+}
+
+void CpuWatch::coarsen_read_intervals() {
+  // Contiguous neighbours become one interval (their sums): a process that reads all the time keeps
+  // its whole history at half the resolution. Intervals with gaps between them stay apart, and
+  // when that frees too little the oldest go (counted in intervals_dropped).
+  std::vector<std::array<int64_t, 4>> merged;
+  merged.reserve(read_intervals_.size());
+  for (size_t i = 0; i < read_intervals_.size(); ++i) {
+    auto one = read_intervals_[i];
+    if (i + 1 < read_intervals_.size() && read_intervals_[i + 1][0] == one[1]) {
+      const auto& next = read_intervals_[++i];
+      one = {one[0], next[1], one[2] + next[2], one[3] + next[3]};
+    }
+    merged.push_back(one);
+  }
+  read_intervals_ = std::move(merged);
+  if (read_intervals_.size() > max_read_intervals * 3 / 4) {
+    const size_t drop = read_intervals_.size() - max_read_intervals * 3 / 4;
+    read_intervals_.erase(read_intervals_.begin(), read_intervals_.begin() + static_cast<std::ptrdiff_t>(drop));
+    read_intervals_dropped_ += drop;
+  }
 }
 
 json CpuWatch::to_json(const std::vector<std::pair<std::string, int>>& threads) const {
@@ -216,7 +237,7 @@ json CpuWatch::to_json(const std::vector<std::pair<std::string, int>>& threads) 
                              : json{{"read_bytes", read_bytes},
                                     {"sample_ms", read_sample_ticks * interval_.count()},
                                     {"intervals", read_intervals_},
-                                    {"intervals_dropped", read_interval_count_ - read_intervals_.size()}};
+                                    {"intervals_dropped", read_intervals_dropped_}};
   }
   json per_thread = json::array();
   for (const auto& [lane, tid] : threads) {

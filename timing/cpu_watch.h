@@ -29,7 +29,8 @@
 // storage_reads: every `sample_ms` the watch reads /proc/self/io's read_bytes (bytes this process
 // made the kernel fetch from a block device: page-cache misses, not rchar) and the process's CPU
 // time; an interval in which read_bytes grew is kept with the bytes and the CPU nanoseconds the
-// process used in it (the last max_read_intervals kept). Intervals without reads are not kept, so
+// process used in it; at max_read_intervals, contiguous neighbours are merged (the oldest dropped
+// only when that frees too little). Intervals without reads are not kept, so
 // a process reading from the page cache (or not at all) records nothing. The report (report/
 // cpu_analysis.h) clips them to the steady window: how fast the cache's storage delivered, and
 // whether the process was on CPU or waiting for the device while it read.
@@ -66,6 +67,7 @@ class CpuWatch {
  private:
   void run();
   void sample_storage_reads();  // on the watch's thread, every read_sample_ticks
+  void coarsen_read_intervals();  // when max_read_intervals are kept; mutex_ held
 
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds threshold_;
@@ -79,7 +81,7 @@ class CpuWatch {
   // Storage reads (guarded by mutex_): the last sample, the intervals with reads. -1: unreadable.
   int64_t last_read_bytes_ = -1, last_read_t_ns_ = 0, last_cpu_ns_ = 0;
   std::vector<std::array<int64_t, 4>> read_intervals_;
-  uint64_t read_interval_count_ = 0;
+  uint64_t read_intervals_dropped_ = 0;
   std::thread thread_;
 };
 
