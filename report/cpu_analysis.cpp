@@ -47,6 +47,26 @@ std::string rank_list(const std::vector<int>& ranks) {
   return list.empty() ? "none" : list;
 }
 
+// The storage-read intervals inside [start_ns, end_ns) (the whole record when there is no window),
+// each counted by the share of it inside.
+void clip_storage_reads(RankCpu& c, const RankStalls& stalls, int64_t start_ns, int64_t end_ns) {
+  c.storage_measured = stalls.storage_measured;
+  double bytes = 0, cpu_ns = 0, inside_ns = 0;
+  for (const auto& [from, to, read, cpu] : stalls.storage_reads) {
+    if (to <= from) continue;
+    const int64_t a = start_ns < end_ns ? std::max(from, start_ns) : from;
+    const int64_t b = start_ns < end_ns ? std::min(to, end_ns) : to;
+    if (b <= a) continue;
+    const double share = static_cast<double>(b - a) / static_cast<double>(to - from);
+    bytes += share * static_cast<double>(read);
+    cpu_ns += share * static_cast<double>(cpu);
+    inside_ns += static_cast<double>(b - a);
+  }
+  c.storage_read_bytes = static_cast<int64_t>(bytes);
+  c.storage_read_seconds = inside_ns * 1e-9;
+  c.storage_cpu_seconds = cpu_ns * 1e-9;
+}
+
 }  // namespace
 
 json RankCpu::to_json() const {
@@ -69,7 +89,10 @@ json RankCpu::to_json() const {
           {"major_faults", major_faults},
           {"voluntary_switches", voluntary_switches},
           {"involuntary_switches", involuntary_switches},
-          {"descheduled", descheduled}};
+          {"descheduled", descheduled},
+          {"storage_read_bytes", storage_measured ? json(storage_read_bytes) : json(nullptr)},
+          {"storage_read_seconds", storage_read_seconds},
+          {"storage_cpu_cores", storage_cpu_cores()}};
 }
 
 RankStalls RankStalls::of(const timing::RankTimeline& aligned) {
@@ -78,6 +101,16 @@ RankStalls RankStalls::of(const timing::RankTimeline& aligned) {
   if (aligned.resources.is_object()) {
     for (const auto& s : aligned.resources.value("stalls", json::array())) {
       r.stalls.emplace_back(s.at(0).get<int64_t>(), s.at(1).get<int64_t>());
+    }
+    // align_to_reference moves the spans and stalls, not these: they are on the rank's own clock.
+    const json reads = aligned.resources.value("storage_reads", json());
+    r.storage_measured = reads.is_object();
+    if (reads.is_object()) {
+      for (const auto& i : reads.value("intervals", json::array())) {
+        r.storage_reads.push_back({aligned.clock.to_reference(i.at(0).get<int64_t>()),
+                                   aligned.clock.to_reference(i.at(1).get<int64_t>()), i.at(2).get<int64_t>(),
+                                   i.at(3).get<int64_t>()});
+      }
     }
   }
   return r;
@@ -128,6 +161,7 @@ RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, const RankStalls& 
     }
   }
   c.ran_fraction = c.window_seconds > 0 ? std::clamp(1.0 - c.stalled_seconds / c.window_seconds, 0.0, 1.0) : 1.0;
+  clip_storage_reads(c, stalls, start_ns, end_ns);
   return c;
 }
 

@@ -13,6 +13,14 @@
 // throttled at least quota_throttled_share of the rank's wall time: a quota holds a rank back
 // while it wants the CPU, which the stall watch sees only in part (it is late only when it wakes
 // inside a throttled period).
+//
+// Storage reads (resources.storage_reads): the intervals in which the process fetched bytes from a
+// block device, each with the CPU time it used, clipped to the same window (an interval counts by
+// the share of it inside): storage_read_bytes, and storage_cpu_cores, how busy the process's CPUs
+// were while it fetched (report/stall_verdicts.cpp decides from these whether readers waited for
+// the device). The kernel counts a read when it is submitted, so these intervals are when reads
+// started, not how long the device took: the rate is taken against the readers' cache_read time.
+#include <array>
 #include <optional>
 #include <cstdint>
 #include <string>
@@ -53,6 +61,12 @@ struct RankCpu {
   int64_t minor_faults = 0, major_faults = 0, voluntary_switches = 0, involuntary_switches = 0;
   bool descheduled = false;
   bool held_by_quota = false;  // the quota rule above
+  bool storage_measured = false;     // the timeline has storage_reads
+  int64_t storage_read_bytes = 0;    // fetched from block devices in the window
+  double storage_read_seconds = 0;   // of the window, inside intervals with reads
+  double storage_cpu_seconds = 0;    // CPU the process used in those intervals
+
+  double storage_cpu_cores() const { return storage_read_seconds > 0 ? storage_cpu_seconds / storage_read_seconds : 0; }
 
   double throttled_share() const { return wall_seconds > 0 ? throttled_seconds / wall_seconds : 0; }
 
@@ -67,6 +81,9 @@ RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, 
 // out of its timeline so that the streaming analysis can judge it after the spans are dropped.
 struct RankStalls {
   std::vector<std::pair<int64_t, int64_t>> stalls;
+  // storage_reads.intervals on the reference clock: start, end, bytes, CPU ns.
+  std::vector<std::array<int64_t, 4>> storage_reads;
+  bool storage_measured = false;
   int64_t spans_start = INT64_MAX, spans_end = INT64_MIN;
 
   static RankStalls of(const timing::RankTimeline& aligned);

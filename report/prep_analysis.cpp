@@ -11,14 +11,44 @@ namespace {
 
 bool is_prep_stage(Stage stage) { return std::find(prep_stages.begin(), prep_stages.end(), stage) != prep_stages.end(); }
 
-// A prep job that stopped on purpose (more rejects than prep.max_reject_fraction): null when it
-// did not. Read from the ranks' summaries (stop_reason, runtime/prep/prep_job.cpp) or, for
-// timelines without one, from prep-report.json against the limit in the timelines' settings.
+// A prep job that stopped on an error (a full or read-only disk, a bug): rank 0's summary names
+// the reason (environment_error or failed), the rank, its host and the error text, which carries
+// the file (runtime/prep/prep_job.cpp).
+StallVerdict error_stop_verdict(const PrepAnalysis& a, const nlohmann::json& summary) {
+  const std::string reason = summary.value("stop_reason", "failed");
+  const std::string error = summary.value("error", "");
+  const int rank = summary.value("error_rank", -1);
+  const std::string host = summary.value("error_host", "");
+  const bool environment = reason == "environment_error";
+  StallVerdict v;
+  v.kind = "stopped";
+  v.severity = "HIGH";
+  v.rank = rank;
+  v.numbers = {{"reason", reason}, {"error", error}, {"error_rank", rank}, {"error_host", host},
+               {"rejects", a.rejects}, {"corpus_rows", a.corpus_rows}};
+  const std::string who = rank >= 0 ? fmt::format("rank {}{} failed", rank, host.empty() ? "" : " (host " + host + ")")
+                                    : std::string("a rank failed");
+  v.summary = fmt::format("the prep job stopped on {}, it did not hang: {}{}; no manifest was written",
+                          environment ? "an error of its environment (disk, file system)" : "an error", who,
+                          error.empty() ? " (its log has the error)" : ": " + error);
+  v.recommendation = environment
+                         ? "fix what the error names (free space on that file system, or a writable --out with room "
+                           "for the cache), then rerun `sluice prep` with the same settings: finished shards are kept"
+                         : "read the error above and the failed rank's log; rerun `sluice prep` with the same "
+                           "settings once fixed: finished shards are kept";
+  return v;
+}
+
+// A prep job that stopped on purpose (more rejects than prep.max_reject_fraction) or on an error:
+// null when it did not stop. Read from the ranks' summaries (stop_reason, runtime/prep/prep_job.cpp)
+// or, for timelines without one, from prep-report.json against the limit in the timelines' settings.
 std::optional<StallVerdict> stop_verdict(const PrepAnalysis& a) {
   std::string reason, rejects_file;
   double limit = -1;
   for (const auto& t : a.timelines) {
-    if (reason.empty()) reason = t.summary.value("stop_reason", "");
+    const std::string said = t.summary.value("stop_reason", "");
+    if (said == "environment_error" || said == "failed") return error_stop_verdict(a, t.summary);
+    if (reason.empty()) reason = said;
     if (rejects_file.empty()) rejects_file = t.summary.value("rejects_file", "");
     const nlohmann::json value = setting(t.settings, "prep.max_reject_fraction");
     if (value.is_number()) limit = value.get<double>();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -25,6 +26,7 @@ std::string setting_text(const json& settings, const std::string& key, const std
 std::string bandwidth_text(double bytes_per_s) {
   if (bytes_per_s <= 0) return "n/a";
   if (bytes_per_s >= 1e9) return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
+  if (bytes_per_s < 1e6) return fmt::format("{:.0f} kB/s", bytes_per_s / 1e3);  // a throttled disk, a slow link
   return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
 }
 
@@ -58,6 +60,8 @@ const RankCpu* descheduled_in(const TrainAnalysis& a, const std::string& role) {
   }
   return nullptr;
 }
+
+void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool queued, StallVerdict& v);
 
 StallVerdict input_verdict(const TrainAnalysis& a) {
   StallVerdict v;
@@ -106,11 +110,43 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
   }
   v.summary = fmt::format("model ranks waited for a batch {} of their step time (I/T; {} at least {}); {}", pct(f),
                           v.severity, pct(v.severity == "HIGH" ? input_bound_high : input_bound_moderate), cause);
+  if (busiest) v.rank = busiest->rank;
+  input_cause(a, busiest, queued, v);
+  return v;
+}
+
+// Whether the busiest data rank's readers waited for the cache's storage (the rule at
+// storage_wait_cpu_share): its CPU facts when they did, null otherwise.
+const RankCpu* waited_for_storage(const TrainAnalysis& a, const DataRankAnalysis& d) {
+  if (d.busiest_stage != Stage::cache_read) return nullptr;
+  const RankCpu* cpu = cpu_of(a, d.rank);
+  if (!cpu || cpu->storage_read_bytes <= 0 || d.bytes_sent <= 0) return nullptr;
+  if (static_cast<double>(cpu->storage_read_bytes) < storage_read_min_share * static_cast<double>(d.bytes_sent)) {
+    return nullptr;
+  }
+  const double reading_cores = std::max(1, d.reader_lanes) * d.busiest_fraction;
+  return cpu->storage_cpu_cores() < storage_wait_cpu_share * reading_cores ? cpu : nullptr;
+}
+
+// Bytes per second the device delivered while the readers read: storage bytes in the window over
+// the time a reader lane spent in cache_read (lanes read side by side, so the device was busy at
+// least that long). Not the bytes over the read intervals: the kernel counts a read when it is
+// submitted, before a throttled or slow device serves it.
+double storage_rate(const DataRankAnalysis& d, const RankCpu& cpu) {
+  const double reading_s = d.window_seconds * d.busiest_fraction;
+  return reading_s > 0 ? static_cast<double>(cpu.storage_read_bytes) / reading_s : 0;
+}
+
+// The cause of an input-bound run and what to do about it: a descheduled data rank, the feed
+// (batches ready but late), the cache's storage, the readers' CPU, or another data-rank stage.
+void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool queued, StallVerdict& v) {
   const std::string readers = setting_text(a.settings, "train.reader_threads");
   const std::string per_node = setting_text(a.settings, "roles.data_per_node");
   const std::string credits = setting_text(a.settings, "train.credits");
   if (const RankCpu* stopped = descheduled_in(a, "data")) {
     // A data rank that did not run holds its send spans open: the feed looks slow, the process was not running.
+    v.rank = stopped->rank;
+    v.numbers["cause"] = "descheduled";
     v.numbers["descheduled_rank"] = stopped->rank;
     v.summary += "; " + descheduled_cause(*stopped);
     v.recommendation = fmt::format("{}: its batches were late because the process was not running, not because of "
@@ -118,13 +154,40 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
                                    "see the descheduled verdict and fix that first, do not raise train.credits for this",
                                    descheduled_cause(*stopped));
   } else if (!busiest) {
+    v.numbers["cause"] = "unknown";
     v.recommendation = "record timelines on the data ranks too to find which of their stages is slow";
   } else if (queued || busiest->busiest_stage == Stage::send) {
+    v.numbers["cause"] = "feed";
+    v.numbers["send_bytes_per_s"] = busiest->send_bandwidth;
     v.recommendation = fmt::format(
         "batches were ready but reached the model ranks late: the feed itself is the limit (send {} at {} on rank {}). "
         "Raise train.credits from {} so more batches are in flight, or use a faster transport (roles.transport)",
         pct(busiest->send_exposed_fraction), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
+  } else if (const RankCpu* storage = waited_for_storage(a, *busiest)) {
+    v.numbers["cause"] = "cache_storage";
+    const double rate = storage_rate(*busiest, *storage);
+    v.numbers["storage_read_bytes"] = storage->storage_read_bytes;
+    v.numbers["storage_bytes_per_s"] = rate;
+    v.numbers["storage_cpu_cores"] = storage->storage_cpu_cores();
+    v.numbers["bytes_sent"] = busiest->bytes_sent;
+    v.numbers["reader_lanes"] = busiest->reader_lanes;
+    v.summary += fmt::format("; rank {}'s readers waited for the cache's storage: it delivered {} ({} from the device "
+                             "in the {:.1f} s window, {} of the {} it sent), the process used {:.2f} cores while it "
+                             "read, its {} reader(s) {} in cache_read",
+                             busiest->rank, bandwidth_text(rate),
+                             bytes_text(static_cast<double>(storage->storage_read_bytes)), busiest->window_seconds,
+                             pct(static_cast<double>(storage->storage_read_bytes) /
+                                 static_cast<double>(busiest->bytes_sent)),
+                             bytes_text(static_cast<double>(busiest->bytes_sent)), storage->storage_cpu_cores(),
+                             busiest->reader_lanes, pct(busiest->busiest_fraction));
+    v.recommendation = fmt::format(
+        "the device under the cache is the limit on host {}, not the readers' CPU, the transport or train.credits: put "
+        "the cache on faster node-local storage (or copy it there before training), check the device (iostat -x) and "
+        "any I/O limit on the job's cgroup (blkio / io.max); more reader threads (train.reader_threads, now {}) help "
+        "only if the device serves parallel reads faster",
+        busiest->host, readers);
   } else if (busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate) {
+    v.numbers["cause"] = stage_name(busiest->busiest_stage);
     v.recommendation = fmt::format(
         "the readers cannot keep up ({} threads {} busy in {}): raise train.reader_threads from {} (cores permitting), "
         "or add data ranks per node (roles.data_per_node from {})%s",
@@ -134,14 +197,18 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
                                  : "; fewer padding frames (train.n_buckets up) make collating cheaper";
     v.recommendation.replace(v.recommendation.find("%s"), 2, tail);
   } else {
+    v.numbers["cause"] = stage_name(busiest->busiest_stage);
     v.recommendation = fmt::format("the data ranks' {} stage takes {} of their time: move that work to the model ranks "
                                    "or add data ranks per node (roles.data_per_node from {})",
                                    stage_name(busiest->busiest_stage), pct(busiest->busiest_fraction), per_node);
   }
-  return v;
 }
 
-StallVerdict communication_verdict(const TrainAnalysis& a) {
+void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_per_step, double exposed_per_step,
+                     double baseline_step_s, StallVerdict& v);
+
+// `model_straggler`: a model-rank straggler verdict holds (a cause of all-reduce waits).
+StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler) {
   StallVerdict v;
   v.kind = "communication_bound";
   const double comm = std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction);
@@ -192,21 +259,81 @@ StallVerdict communication_verdict(const TrainAnalysis& a) {
                           pct(v.severity == "HIGH" ? comm_bound_high : comm_bound_moderate),
                           bandwidth_text(achieved), against);
   if (allreduce) {
-    v.recommendation = base > 0 && exposed_per_step > 2 * baseline_step_s
-                           ? "the exposed wait is more than twice what moving the gradients takes at the measured "
-                             "bandwidth: the model ranks wait for each other (a slower rank, uneven batches) or for "
-                             "MPI to progress the reduction (CPU MPI advances it only inside MPI calls), not for the "
-                             "network; even out the ranks before tuning communication"
-                           : "hide more of the all-reduce under backward (more, smaller gradient buckets start "
-                             "earlier), accumulate gradients over more micro-steps (optim.accumulation) or use a "
-                             "larger batch per rank so that each step communicates less per sample";
+    allreduce_cause(a, model_straggler, bytes_per_step, exposed_per_step, baseline_step_s, v);
   } else {
+    v.numbers["cause"] = "transfer";
     v.recommendation = fmt::format("batches spend {} of step time in transfer: raise train.credits from {} so the next "
                                    "batch moves while the current one trains, or use a faster transport "
                                    "(roles.transport)",
                                    pct(a.transfer_exposed_fraction), setting_text(a.settings, "train.credits"));
   }
   return v;
+}
+
+// Why the model ranks wait in the all-reduce, against the baseline measured at the run's start:
+//  - no baseline: unknown;
+//  - exposed wait at most allreduce_skew_ratio x what the step's bytes take at the baseline:
+//    bandwidth as measured (cause "bandwidth");
+//  - longer, and the model ranks' exposed waits uneven (the least below allreduce_even_share of
+//    the most) or a model rank straggling or descheduled: they wait for each other ("skew");
+//  - longer, even, on more than one host: the network carries less than at the start, a link
+//    saturated or degraded since ("network_slower_than_baseline"), with the effective rate
+//    bytes per step / exposed wait per step (at most what the link delivered);
+//  - longer, even, on one host: "skew" (ranks on one host share memory, not a link).
+// MPI progress alone cannot make the wait longer than the whole transfer at the baseline rate:
+// once every rank waits inside the reduction, it moves at network speed.
+void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_per_step, double exposed_per_step,
+                     double baseline_step_s, StallVerdict& v) {
+  std::set<std::string> host_set;
+  double least = -1, most = 0;
+  for (const auto& m : a.model_ranks) {
+    host_set.insert(m.host);
+    const auto it = m.stages.find(Stage::allreduce_exposed);
+    const double per_step = it != m.stages.end() && m.steady_steps > 0
+                                ? it->second.per_step.total / static_cast<double>(m.steady_steps)
+                                : 0;
+    least = least < 0 ? per_step : std::min(least, per_step);
+    most = std::max(most, per_step);
+  }
+  const std::vector<std::string> hosts(host_set.begin(), host_set.end());
+  const bool even = most > 0 && least >= allreduce_even_share * most;
+  const bool skew = !even || descheduled_in(a, "model") != nullptr || model_straggler;
+  const double effective = exposed_per_step > 0 ? bytes_per_step / exposed_per_step : 0;
+  v.numbers["hosts"] = hosts;
+  v.numbers["exposed_least_seconds_per_step"] = std::max(0.0, least);
+  v.numbers["exposed_most_seconds_per_step"] = most;
+  std::string host_list;
+  for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ", ") + h;
+  const char* hide = "hide more of the all-reduce under backward (more, smaller gradient buckets start earlier), "
+                     "accumulate gradients over more micro-steps (optim.accumulation) or use a larger batch per rank "
+                     "so that each step communicates less per sample";
+  if (baseline_step_s <= 0) {
+    v.numbers["cause"] = "no_baseline";
+    v.recommendation = hide;
+  } else if (exposed_per_step <= allreduce_skew_ratio * baseline_step_s) {
+    v.numbers["cause"] = "bandwidth";
+    v.recommendation = hosts.size() > 1 ? fmt::format("the network between hosts {} is the limit at the rate the run "
+                                                      "measured: {}; or a faster interconnect",
+                                                      host_list, hide)
+                                        : std::string(hide);
+  } else if (skew || hosts.size() < 2) {
+    v.numbers["cause"] = "skew";
+    v.recommendation = "the exposed wait is more than twice what moving the gradients takes at the measured "
+                       "bandwidth: the model ranks wait for each other (a slower rank, uneven batches), not for "
+                       "the network; even out the ranks before tuning communication";
+  } else {
+    v.numbers["cause"] = "network_slower_than_baseline";
+    v.numbers["effective_bytes_per_s"] = effective;
+    v.summary += fmt::format("; every model rank waits alike and the all-reduce crosses hosts {}: the step's {} moved "
+                             "at {} at most, against the {} measured at the start",
+                             host_list, bytes_text(bytes_per_step), bandwidth_text(effective),
+                             bandwidth_text(bytes_per_step / baseline_step_s));
+    v.recommendation = fmt::format(
+        "the network between hosts {} carries less than when the run started ({} at most, against {}): a link "
+        "saturated by other traffic or degraded (check the switch ports and the links' error counters, `sluice doctor` "
+        "on those nodes, other jobs on the same links); if not, the model ranks wait for each other. Until fixed: {}",
+        host_list, bandwidth_text(effective), bandwidth_text(bytes_per_step / baseline_step_s), hide);
+  }
 }
 
 StallVerdict compute_verdict(const TrainAnalysis& a) {
@@ -672,10 +799,13 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
     return verdicts;
   }
   if (a.input_wait_fraction >= input_bound_moderate) verdicts.push_back(input_verdict(a));
-  if (std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) >= comm_bound_moderate) {
-    verdicts.push_back(communication_verdict(a));
-  }
   const auto stragglers = straggler_verdicts(a);
+  const bool model_straggler = std::any_of(stragglers.begin(), stragglers.end(), [](const StallVerdict& s) {
+    return s.numbers.value("role", "") == "model";
+  });
+  if (std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) >= comm_bound_moderate) {
+    verdicts.push_back(communication_verdict(a, model_straggler));
+  }
   for (auto& v : verdicts) {
     if (v.kind != "communication_bound" || v.numbers["exposed"] != "allreduce") continue;
     if (const RankCpu* stopped = descheduled_in(a, "model")) {

@@ -21,6 +21,11 @@ inline constexpr double compute_bound_input_below = 0.05;
 inline constexpr double compute_bound_comm_below = 0.03;
 inline constexpr double comm_bound_high = 0.15;
 inline constexpr double comm_bound_moderate = 0.03;
+// The all-reduce's cause (stall_verdicts.cpp, allreduce_cause): an exposed wait beyond this many
+// times what the step's bytes take at the baseline is not bandwidth as measured; model ranks whose
+// exposed waits per step are within this share of each other wait alike (no skew between them).
+inline constexpr double allreduce_skew_ratio = 2.0;
+inline constexpr double allreduce_even_share = 0.5;
 inline constexpr double straggler_z = 3.5;
 inline constexpr double straggler_min_excess = 0.05;     // of the role's step time
 inline constexpr double straggler_min_item_share = 0.5;  // of the rank's steps
@@ -29,6 +34,16 @@ inline constexpr double straggler_min_item_share = 0.5;  // of the rank's steps
 // least straggler_min_excess in straggler_consistent_share of its steps.
 inline constexpr double straggler_min_ratio = 1.5;
 inline constexpr double straggler_consistent_share = 0.8;
+// Input-bound with cache_read the busiest data stage: the readers waited for the cache's storage
+// (cause cache_storage, not too few reader threads) when, in the steady window, the data rank
+// fetched from block devices at least storage_read_min_share of the bytes it sent (page-cache
+// misses, not re-reads; a batch as sent is larger than as stored, and readahead fetches part of
+// the window's bytes before it: 33% measured on a throttled loop device, ~0 from the page cache)
+// and, in the intervals in which it fetched, its process used less than storage_wait_cpu_share of
+// the CPU its readers' cache_read time would have used on CPU (reader lanes x cache_read fraction
+// cores).
+inline constexpr double storage_read_min_share = 0.10;
+inline constexpr double storage_wait_cpu_share = 0.5;
 inline constexpr double padding_waste_moderate = 0.10;  // of padded frames (model work)
 inline constexpr double padding_waste_high = 0.30;
 inline constexpr double spike_z = 3.5;

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,7 +101,15 @@ json cgroup_v1(const std::string& controllers, const std::string& path) {
           {"throttled_periods", std::max<int64_t>(0, keyed_value(stat, "nr_throttled"))}};
 }
 
+int64_t process_cpu_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
 }  // namespace
+
+int64_t storage_read_bytes() { return keyed_value(read_small_file("/proc/self/io"), "read_bytes"); }
 
 int this_thread_id() { return static_cast<int>(::syscall(SYS_gettid)); }
 
@@ -130,7 +139,13 @@ json cgroup_cpu() {
 }
 
 CpuWatch::CpuWatch(std::chrono::milliseconds interval, std::chrono::milliseconds stall_threshold)
-    : interval_(interval), threshold_(stall_threshold), started_ns_(now_ns()), thread_([this] { run(); }) {}
+    : interval_(interval),
+      threshold_(stall_threshold),
+      started_ns_(now_ns()),
+      last_read_bytes_(storage_read_bytes()),
+      last_read_t_ns_(started_ns_),
+      last_cpu_ns_(process_cpu_ns()),
+      thread_([this] { run(); }) {}
 
 CpuWatch::~CpuWatch() {
   stop_ = true;
@@ -140,7 +155,8 @@ CpuWatch::~CpuWatch() {
 void CpuWatch::run() {
   const int64_t interval_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(interval_).count();
   const int64_t threshold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(threshold_).count();
-  while (!stop_) {
+  for (int64_t tick = 1; !stop_; ++tick) {
+    if (tick % read_sample_ticks == 0) sample_storage_reads();
     const int64_t before = now_ns();
     std::this_thread::sleep_for(interval_);
     const int64_t after = now_ns();
@@ -152,6 +168,42 @@ void CpuWatch::run() {
     longest_ns_ = std::max(longest_ns_, late);
     if (stalls_.size() >= max_stalls) stalls_.erase(stalls_.begin());  // rare: keep the most recent
     stalls_.emplace_back(before + interval_ns, after);
+  }
+}
+
+void CpuWatch::sample_storage_reads() {
+  const int64_t bytes = storage_read_bytes();
+  const int64_t t = now_ns(), cpu = process_cpu_ns();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes < 0 || last_read_bytes_ < 0) return;  // no /proc/self/io here
+  if (bytes > last_read_bytes_) {
+    if (read_intervals_.size() >= max_read_intervals) coarsen_read_intervals();
+    read_intervals_.push_back({last_read_t_ns_, t, bytes - last_read_bytes_, cpu - last_cpu_ns_});
+  }
+  last_read_bytes_ = bytes;
+  last_read_t_ns_ = t;
+  last_cpu_ns_ = cpu;
+}
+
+void CpuWatch::coarsen_read_intervals() {
+  // Contiguous neighbours become one interval (their sums): a process that reads all the time keeps
+  // its whole history at half the resolution. Intervals with gaps between them stay apart, and
+  // when that frees too little the oldest go (counted in intervals_dropped).
+  std::vector<std::array<int64_t, 4>> merged;
+  merged.reserve(read_intervals_.size());
+  for (size_t i = 0; i < read_intervals_.size(); ++i) {
+    auto one = read_intervals_[i];
+    if (i + 1 < read_intervals_.size() && read_intervals_[i + 1][0] == one[1]) {
+      const auto& next = read_intervals_[++i];
+      one = {one[0], next[1], one[2] + next[2], one[3] + next[3]};
+    }
+    merged.push_back(one);
+  }
+  read_intervals_ = std::move(merged);
+  if (read_intervals_.size() > max_read_intervals * 3 / 4) {
+    const size_t drop = read_intervals_.size() - max_read_intervals * 3 / 4;
+    read_intervals_.erase(read_intervals_.begin(), read_intervals_.begin() + static_cast<std::ptrdiff_t>(drop));
+    read_intervals_dropped_ += drop;
   }
 }
 
@@ -179,6 +231,13 @@ json CpuWatch::to_json(const std::vector<std::pair<std::string, int>>& threads) 
     j["ran_fraction"] = wall > 0 ? std::clamp(1.0 - stalled / wall, 0.0, 1.0) : 1.0;
     j["stalls"] = stalls_;
     j["stalls_dropped"] = stall_count_ - stalls_.size();
+    const int64_t read_bytes = storage_read_bytes();
+    j["storage_reads"] = read_bytes < 0 || last_read_bytes_ < 0
+                             ? json(nullptr)
+                             : json{{"read_bytes", read_bytes},
+                                    {"sample_ms", read_sample_ticks * interval_.count()},
+                                    {"intervals", read_intervals_},
+                                    {"intervals_dropped", read_intervals_dropped_}};
   }
   json per_thread = json::array();
   for (const auto& [lane, tid] : threads) {

@@ -22,7 +22,19 @@
 //   ran_fraction (1 - stalled / wall), stalls [[start_ns, end_ns], ...] (local clock, the last
 //   max_stalls kept), stalls_dropped,
 //   threads [{lane, tid, cpu_seconds, voluntary_switches, involuntary_switches}] (live threads),
-//   cgroup {path, quota_cores (null: none), throttled_seconds, throttled_periods} or null.
+//   cgroup {path, quota_cores (null: none), throttled_seconds, throttled_periods} or null,
+//   storage_reads {read_bytes, sample_ms, intervals [[start_ns, end_ns, read_bytes, cpu_ns], ...],
+//   intervals_dropped} or null (no /proc/self/io).
+//
+// storage_reads: every `sample_ms` the watch reads /proc/self/io's read_bytes (bytes this process
+// made the kernel fetch from a block device: page-cache misses, not rchar) and the process's CPU
+// time; an interval in which read_bytes grew is kept with the bytes and the CPU nanoseconds the
+// process used in it; at max_read_intervals, contiguous neighbours are merged (the oldest dropped
+// only when that frees too little). Intervals without reads are not kept, so
+// a process reading from the page cache (or not at all) records nothing. The report (report/
+// cpu_analysis.h) clips them to the steady window: how fast the cache's storage delivered, and
+// whether the process was on CPU or waiting for the device while it read.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -40,6 +52,8 @@ namespace sluice::timing {
 class CpuWatch {
  public:
   static constexpr size_t max_stalls = 20000;
+  static constexpr size_t max_read_intervals = 20000;
+  static constexpr int read_sample_ticks = 25;  // storage reads sampled every 25 intervals (250 ms)
 
   explicit CpuWatch(std::chrono::milliseconds interval = std::chrono::milliseconds(10),
                     std::chrono::milliseconds stall_threshold = std::chrono::milliseconds(5));
@@ -52,6 +66,8 @@ class CpuWatch {
 
  private:
   void run();
+  void sample_storage_reads();  // on the watch's thread, every read_sample_ticks
+  void coarsen_read_intervals();  // when max_read_intervals are kept; mutex_ held
 
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds threshold_;
@@ -62,6 +78,10 @@ class CpuWatch {
   uint64_t stall_count_ = 0;
   int64_t stalled_ns_ = 0;
   int64_t longest_ns_ = 0;
+  // Storage reads (guarded by mutex_): the last sample, the intervals with reads. -1: unreadable.
+  int64_t last_read_bytes_ = -1, last_read_t_ns_ = 0, last_cpu_ns_ = 0;
+  std::vector<std::array<int64_t, 4>> read_intervals_;
+  uint64_t read_intervals_dropped_ = 0;
   std::thread thread_;
 };
 
@@ -71,5 +91,8 @@ int this_thread_id();
 // The CPU quota and throttling of this process's cgroup (v2 or v1 cpu controller); null when
 // neither can be read.
 nlohmann::json cgroup_cpu();
+
+// read_bytes of /proc/self/io (bytes fetched from block devices for this process), -1 when unreadable.
+int64_t storage_read_bytes();
 
 }  // namespace sluice::timing

@@ -467,8 +467,10 @@ int finalize(const config::Config& config, const PrepPlan& plan, const json& out
   return prep_ok;
 }
 
+// `failure`: when the job fails, why (stop_reason, error, error_rank, error_host) for the timeline
+// summary, so that the report names the error instead of a hang.
 int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
-               const json& out_settings, const json& vocabulary_json, Clock::time_point started);
+               const json& out_settings, const json& vocabulary_json, Clock::time_point started, json& failure);
 
 // The shard builder's settings from the config; threads default to the cores this rank may use
 // (when ranks share a node unbound, a share of them).
@@ -641,9 +643,11 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   builder.start(mine);
   const double interval_s = config.number("prep.progress_interval_s");
   int outcome = prep_ok;
+  json failure = json::object();
   try {
-    outcome = session.rank() == 0 ? coordinate(session, config, builder, plan, out_settings, vocabulary_json, started)
-                                  : follow(session, builder, interval_s, timeout_s);
+    outcome = session.rank() == 0
+                  ? coordinate(session, config, builder, plan, out_settings, vocabulary_json, started, failure)
+                  : follow(session, builder, interval_s, timeout_s);
   } catch (const Error& error) {
     rank_timing.write_failed(dir, error.what(), -1, json::object());
     throw;
@@ -652,6 +656,9 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   json stop = json::object();
   if (outcome == prep_too_many_rejects) {
     stop = {{"stop_reason", "too_many_rejects"}, {"rejects_file", (dir / "rejects.jsonl").string()}};
+  } else if (outcome == prep_environment || outcome == prep_failed) {
+    // A failure is no hang either: rank 0's timeline says which rank failed and on what.
+    stop = failure.empty() ? json{{"stop_reason", outcome == prep_environment ? "environment_error" : "failed"}} : failure;
   }
   rank_timing.write_finished(dir, outcome == prep_ok ? "finished" : outcome == prep_too_many_rejects ? "stopped" : "failed",
                              stop, tag_timeline);
@@ -662,7 +669,13 @@ namespace {
 
 // Rank 0 after the plan: results, then the cache's metadata, then the outcome for everyone.
 int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
-               const json& out_settings, const json& vocabulary_json, Clock::time_point started) {
+               const json& out_settings, const json& vocabulary_json, Clock::time_point started, json& failure) {
+  const auto failed = [&](bool environment, int rank, const std::string& host, const std::string& error) {
+    failure = {{"stop_reason", environment ? "environment_error" : "failed"},
+               {"error", error},
+               {"error_rank", rank},
+               {"error_host", host}};
+  };
   const double timeout_s = config.number("runtime.timeout_s");
   const double interval_s = config.number("prep.progress_interval_s");
   const auto results = supervise(session, builder, interval_s, timeout_s);
@@ -673,6 +686,9 @@ int coordinate(const MpiSession& session, const config::Config& config, ShardBui
       logger()->error("rank {} ({}) failed: {}", r["rank"].get<int>(), r["host"].get<std::string>(),
                       r["error"].get<std::string>());
       // A full disk on one rank and a bug on another: the bug decides (it needs a person).
+      if (outcome == prep_ok || (!environment && outcome == prep_environment)) {
+        failed(environment, r["rank"].get<int>(), r["host"].get<std::string>(), r["error"].get<std::string>());
+      }
       if (outcome == prep_ok || !environment) outcome = environment ? prep_environment : prep_failed;
     }
   }
@@ -682,9 +698,13 @@ int coordinate(const MpiSession& session, const config::Config& config, ShardBui
     } catch (const Error& error) {
       logger()->error("writing the cache's index and manifest failed: {}", error.what());
       outcome = error.kind() == ErrorKind::environment ? prep_environment : prep_failed;
+      failed(outcome == prep_environment, session.rank(), session.host(),
+             std::string("writing the cache's index and manifest failed: ") + error.what());
     } catch (const std::exception& error) {
       logger()->error("writing the cache's index and manifest failed: {}", error.what());
       outcome = prep_failed;
+      failed(false, session.rank(), session.host(),
+             std::string("writing the cache's index and manifest failed: ") + error.what());
     }
   }
   if (outcome == prep_failed || outcome == prep_environment) {

@@ -11,6 +11,14 @@
 #       step 5: a survivor on node0 names the unreachable rank 3 and its host (the heartbeat's
 #       warning at half the deadline, then the all-reduce's error at the deadline), no rank on
 #       node0 is blamed, and the job exits non-zero within 2 x runtime.timeout_s of the cut
+#   tests/netns/netns_e2e.sh link-saturated SLUICE_BINARY SAMPLE_CORPUS
+#       the 2 x 2 job for 26 steps (5 warm-up + 21 steady); node1's link is limited to 50 Mbit/s each way (tc tbf on both
+#       ends of its cable) once the run has measured its all-reduce baseline on the full link
+#       (after step 2). Each data rank feeds the model rank on its own node, so only the gradient
+#       all-reduce between model ranks 1 (node0) and 3 (node1) crosses the link. The report must say
+#       communication-bound (exposed all-reduce) with cause network_slower_than_baseline, name the
+#       hosts the all-reduce crosses, an effective rate at most the link's, no straggler and no
+#       descheduled rank, and not input-bound (docs/report.md)
 #
 # Every process the test starts is stopped (by pid: whatever is left in its namespaces) and every
 # namespace it creates is deleted, on any exit. Exit 0 passed, 1 failed, 77 skipped (not root, or
@@ -161,8 +169,51 @@ print(f'{s(sys.argv[1]) - s(sys.argv[2][:15]):.2f}')" "$named" "$cut_clock") s a
   check_grep "mpirun reports the lost connection to node1's daemon" \
     "Remote daemon: .* on node node1|\[\[[0-9]+,0\],0\]-\[\[[0-9]+,0\],1\] .*unable to send" "$work/train.out"
   ;;
+link-saturated)
+  rate_mbit=50
+  start_job "$work/train.out" 26 --set train.validation_every=0 --set train.checkpoint_every=0 \
+    --set train.log_every=1 --set runtime.status_every_s=0 --set runtime.timeout_s=120
+  if ! wait_line "$work/train.out" "step 2/" 240; then
+    fail "the run did not reach step 2 in 240 s"; tail -n 30 "$work/train.out"; exit 1
+  fi
+  netns_link_rate 1 "${rate_mbit}mbit" || { fail "tc tbf on node1's link failed"; exit 1; }
+  echo "node1's link limited to $rate_mbit Mbit/s at step 2"
+  wait "$mpirun_pid"
+  check "exit code of the 2 x 2 run on a saturated link" "$?" 0
+  mpirun_pid=""
+  report=$work/run/report.json
+  [ -f "$report" ] || { fail "no $report"; tail -n 30 "$work/train.out"; exit 1; }
+  /usr/bin/python3 - "$report" "$rate_mbit" <<'PY' || failures=$((failures + 1))
+import json, sys
+report, rate = json.load(open(sys.argv[1])), float(sys.argv[2]) * 1e6 / 8
+verdicts = {v["kind"]: v for v in report["verdicts"]}
+for v in report["verdicts"]:
+    print(f"  {v['kind']} {v['severity']}: {v['summary']}\n    -> {v['recommendation']}")
+failed = []
+def check(what, ok):
+    print(("ok: " if ok else "FAIL: ") + what)
+    if not ok: failed.append(what)
+check("steady state enough", report["steady_state"]["enough"])
+comm = verdicts.get("communication_bound")
+check("a communication-bound verdict", comm is not None)
+if comm:
+    n = comm["numbers"]
+    check(f"exposed is the all-reduce ({n.get('exposed')})", n.get("exposed") == "allreduce")
+    check(f"cause network_slower_than_baseline ({n.get('cause')})", n.get("cause") == "network_slower_than_baseline")
+    check(f"hosts named: {n.get('hosts')}", n.get("hosts") == ["node0", "node1"])
+    eff = n.get("effective_bytes_per_s") or 0
+    check(f"effective rate {eff / 1e6:.2f} MB/s is at most the link's {rate / 1e6:.2f} MB/s", 0 < eff <= 1.1 * rate)
+    base = n.get("baseline_bytes_per_s") or 0
+    check(f"baseline {base / 1e6:.1f} MB/s measured on the full link, above the limit", base > 2 * rate)
+    check("the summary names the hosts", "node0, node1" in comm["summary"])
+check("no straggler", "straggler" not in verdicts)
+check("no descheduled rank", "descheduled" not in verdicts)
+check("not input-bound", "input_bound" not in verdicts)
+sys.exit(1 if failed else 0)
+PY
+  ;;
 *)
-  echo "usage: $0 two-nodes|link-cut SLUICE_BINARY SAMPLE_CORPUS" >&2
+  echo "usage: $0 two-nodes|link-cut|link-saturated SLUICE_BINARY SAMPLE_CORPUS" >&2
   exit 2
   ;;
 esac

@@ -7,6 +7,7 @@
 #   netns_hosts_up N DIR     nodes node0..node{N-1} as namespaces ${NETNS_PREFIX}n0..; DIR holds hosts
 #   netns_run I CMD...       runs CMD on node I (namespace, host name nodeI, /etc/hosts)
 #   netns_link I up|down     the link of node I at the switch (a cable pulled or plugged)
+#   netns_link_rate I RATE   node I's link carries at most RATE (tc tbf, e.g. 20mbit) each way
 #   netns_hosts_down         kills every process left in the namespaces (by pid), deletes them
 # Needs root. mpirun across the nodes uses netns_rsh_agent.sh as its rsh agent (NETNS_PREFIX and
 # NETNS_HOSTS_FILE in the environment tell it where a host is).
@@ -55,6 +56,14 @@ netns_run() {
 
 netns_link() {
   ip -n "${NETNS_PREFIX}sw" link set "s$1" "$2"
+}
+
+netns_link_rate() {
+  # A token bucket on both ends of the cable: the switch port's egress (towards node I) and the
+  # node's eth0 (from it). The queue holds 100 ms at the rate; beyond it packets wait or drop, as
+  # on a saturated link, and TCP backs off to the rate.
+  ip netns exec "${NETNS_PREFIX}sw" tc qdisc replace dev "s$1" root tbf rate "$2" burst 64kb latency 100ms &&
+    ip netns exec "${NETNS_PREFIX}n$1" tc qdisc replace dev eth0 root tbf rate "$2" burst 64kb latency 100ms
 }
 
 netns_hosts_down() {

@@ -169,6 +169,115 @@ TEST(CommunicationBound, WaitBeyondTheBaselineWithoutStragglerNamesNone) {
   EXPECT_EQ(all_text(verdicts).find("straggler"), std::string::npos) << all_text(verdicts);
 }
 
+// What CpuWatch records for a process that fetched `bytes_per_s` from a block device over its
+// spans, in 250 ms intervals, using `cores` of CPU meanwhile.
+json storage_reads(const timing::RankTimeline& t, double bytes_per_s, double cores) {
+  int64_t start = INT64_MAX, end = INT64_MIN;
+  for (const auto& s : t.spans) {
+    start = std::min(start, s.start_ns);
+    end = std::max(end, s.end_ns);
+  }
+  json intervals = json::array();
+  int64_t total = 0;
+  for (int64_t at = start; at + 250'000'000 <= end; at += 250'000'000) {
+    const auto bytes = static_cast<int64_t>(0.25 * bytes_per_s);
+    intervals.push_back({at, at + 250'000'000, bytes, static_cast<int64_t>(0.25e9 * cores)});
+    total += bytes;
+  }
+  return {{"read_bytes", total}, {"sample_ms", 250}, {"intervals", intervals}, {"intervals_dropped", 0}};
+}
+
+// Readers busy in cache_read while their process hardly uses a CPU and fetches from the device as
+// much as it sends: the cache's storage is the limit, named with its rate; not reader threads.
+// The same readers on the CPU (as many cores as they are busy) are short of reader threads.
+TEST(InputBound, ReadersWaitingForTheDeviceNameTheCacheStorage) {
+  SyntheticTrain run;
+  run.batch_wait = 0.08;
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) t.resources = resources_stopped(t, 0, 200);
+  // The data rank sends 2 x 1 MB per step of ~0.18 s: ~11 MB/s; it fetches 8 MB/s from the device.
+  timelines[0].resources["storage_reads"] = storage_reads(timelines[0], 8e6, 0.05);
+  auto verdicts = train_verdicts(analyze_train(timelines));
+  const StallVerdict* input = find(verdicts, "input_bound");
+  ASSERT_NE(input, nullptr) << all_text(verdicts);
+  EXPECT_EQ(input->rank, 0);
+  EXPECT_EQ(input->numbers["busiest_data_stage"], "cache_read");
+  EXPECT_EQ(input->numbers["cause"], "cache_storage") << all_text(verdicts);
+  // 8 MB/s over the whole window, while the readers were in cache_read 90% of it.
+  EXPECT_NEAR(input->numbers["storage_bytes_per_s"].get<double>(), 8e6 / 0.9, 0.05 * 8e6 / 0.9);
+  EXPECT_NEAR(input->numbers["storage_cpu_cores"].get<double>(), 0.05, 1e-6);
+  EXPECT_NE(input->summary.find("rank 0's readers waited for the cache's storage"), std::string::npos)
+      << input->summary;
+  EXPECT_EQ(input->recommendation.find("raise train.reader_threads"), std::string::npos) << input->recommendation;
+
+  timelines[0].resources["storage_reads"] = storage_reads(timelines[0], 8e6, 1.8);  // 2 lanes x 90% on CPU
+  verdicts = train_verdicts(analyze_train(timelines));
+  input = find(verdicts, "input_bound");
+  ASSERT_NE(input, nullptr) << all_text(verdicts);
+  EXPECT_EQ(input->numbers["cause"], "cache_read") << all_text(verdicts);
+  EXPECT_NE(input->recommendation.find("raise train.reader_threads"), std::string::npos) << input->recommendation;
+
+  // From the page cache (a few bytes from the device): the readers' own time, not the storage.
+  timelines[0].resources["storage_reads"] = storage_reads(timelines[0], 1e5, 0.05);
+  verdicts = train_verdicts(analyze_train(timelines));
+  input = find(verdicts, "input_bound");
+  ASSERT_NE(input, nullptr);
+  EXPECT_EQ(input->numbers["cause"], "cache_read");
+}
+
+// An all-reduce wait far beyond the baseline on every model rank alike, the ranks on two hosts:
+// the network carries less than at the start. The same wait on one rank only is skew.
+TEST(CommunicationBound, EvenWaitsAcrossHostsBeyondTheBaselineNameTheNetwork) {
+  SyntheticTrain run;
+  run.allreduce = 0.05;
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) t.summary["allreduce_baseline_bytes_per_s"] = 1e9;
+  auto verdicts = train_verdicts(analyze_train(timelines));
+  const StallVerdict* comm = find(verdicts, "communication_bound");
+  ASSERT_NE(comm, nullptr) << all_text(verdicts);
+  EXPECT_EQ(comm->numbers["cause"], "network_slower_than_baseline") << comm->summary;
+  EXPECT_EQ(comm->numbers["hosts"], json({"node1", "node2"}));
+  // 4 MB per step over its ~50 ms exposed wait.
+  EXPECT_NEAR(comm->numbers["effective_bytes_per_s"].get<double>(), 4e6 / 0.05, 0.1 * 4e6 / 0.05);
+  EXPECT_NE(comm->summary.find("crosses hosts node1, node2"), std::string::npos) << comm->summary;
+
+  // On one host the ranks share no link: skew.
+  for (auto& t : timelines) {
+    if (t.rank > 0) t.host = "node1";
+  }
+  verdicts = train_verdicts(analyze_train(timelines));
+  comm = find(verdicts, "communication_bound");
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->numbers["cause"], "skew") << comm->summary;
+
+  // The wait as long as the bytes take at the baseline is bandwidth.
+  for (auto& t : timelines) t.summary["allreduce_baseline_bytes_per_s"] = 1e8;
+  verdicts = train_verdicts(analyze_train(timelines));
+  comm = find(verdicts, "communication_bound");
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->numbers["cause"], "bandwidth") << comm->summary;
+}
+
+// A prep that failed on a full disk: rank 0's summary names the error; the report says why it
+// stopped, names the rank, and is no hang.
+TEST(PrepStopped, AFullDiskIsAStopOnAnErrorNotAHang) {
+  auto timelines = testing::make_prep_timelines(2, 40, [](int) { return 1.0; });
+  for (auto& t : timelines) t.status = "failed";
+  timelines[0].summary = {{"stop_reason", "environment_error"},
+                          {"error", "no space left on device: HDF5 H5Dwrite on /cache/shard-00003.h5.tmp"},
+                          {"error_rank", 1},
+                          {"error_host", "prep1"}};
+  const auto analysis = analyze_prep(timelines, nullptr);
+  const StallVerdict* v = find(analysis.verdicts, "stopped");
+  ASSERT_NE(v, nullptr) << all_text(analysis.verdicts);
+  EXPECT_EQ(find(analysis.verdicts, "hang"), nullptr) << all_text(analysis.verdicts);
+  EXPECT_EQ(v->rank, 1);
+  EXPECT_EQ(v->numbers["reason"], "environment_error");
+  EXPECT_NE(v->summary.find("it did not hang: rank 1 (host prep1) failed: no space left on device"), std::string::npos)
+      << v->summary;
+  EXPECT_NE(v->summary.find("/cache/shard-00003.h5"), std::string::npos) << v->summary;
+}
+
 json prep_report_with_rejects(int64_t rejects, int64_t rows) {
   return {{"corpus_rows", rows},
           {"rejects", rejects},
