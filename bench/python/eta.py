@@ -1,7 +1,8 @@
 """η of a Python model rank (docs/performance.md): samples/s of a training step fed by sluice ÷
 samples/s of the same step on the same batches replayed from memory, in the same script; beside
 it the same step fed by a torch.utils.data.DataLoader reading the same cache with h5py, at its
-best num_workers. A benchmark, not a test: it prints numbers and asserts nothing.
+best num_workers, each of its steps interleaved with the replay as the fed steps are (its own η).
+A benchmark, not a test: it prints numbers and asserts nothing.
 
     mpirun -np 1 sluice train --cache CACHE --run-dir RUN --steps N --set train.batch_size=16 ... \
         : -np 1 python3 bench/python/eta.py --cache CACHE     # PYTHONPATH=BUILD/python (or sluice-python)
@@ -122,17 +123,38 @@ class CacheDataset(torch.utils.data.Dataset):
         return torch.from_numpy(tokens), torch.from_numpy(token_lens), torch.from_numpy(mels), torch.from_numpy(mel_lens)
 
 
+def interleaved_pass(loader):
+    """The loader's batches (in plan order, so the i-th is kept[i]'s samples), each step followed by
+    the same step on kept[i] from memory, as the feed's steps were: the loader and the replay see the
+    same load, and loader / replay is the DataLoader's η, comparable with sluice's interleaved η."""
+    fed_time, replay_time, count = 0.0, 0.0, 0
+    start = time.perf_counter()
+    for i, (batch, memory) in enumerate(zip(loader, kept)):
+        step(*batch)
+        now = time.perf_counter()
+        step(*memory[:4])
+        if i >= args.warmup:
+            fed_time += now - start
+            replay_time += time.perf_counter() - now
+            count += batch[0].size(0)
+        start = time.perf_counter()
+    return {"samples_per_s": count / fed_time, "replayed_samples_per_s": count / replay_time,
+            "eta": replay_time / fed_time}
+
+
 shapes = [(ix, t.size(1), m.size(1)) for t, _, m, _, ix in kept]
 dataset = CacheDataset(args.cache, shapes)
 loaders = {}
 for workers in [int(w) for w in args.workers.split(",")]:
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False, num_workers=workers,
                                          prefetch_factor=4 if workers else 2, persistent_workers=False)
-    loaders[workers] = timed_pass(loader)
-best = max(loaders, key=loaders.get)
+    loaders[workers] = interleaved_pass(loader)
+best = max(loaders, key=lambda w: loaders[w]["eta"])
 print(json.dumps({"steps": len(kept), "batch_size": kept[0][0].size(0), "fed_samples_per_s": fed,
                   "replayed_samples_per_s": replayed, "eta": fed / replayed,
                   "replayed_interleaved_samples_per_s": replayed_interleaved,
                   "eta_interleaved": fed / replayed_interleaved,
-                  "dataloader_samples_per_s": loaders, "dataloader_best_workers": best,
-                  "dataloader_eta": loaders[best] / replayed}, indent=1), flush=True)
+                  "dataloader": loaders, "dataloader_best_workers": best,
+                  "dataloader_eta_interleaved": loaders[best]["eta"],
+                  "sluice_over_dataloader_eta": (fed / replayed_interleaved) / loaders[best]["eta"]}, indent=1),
+      flush=True)
