@@ -23,6 +23,7 @@
 
 #include "tests/support/command.h"
 #include "tests/support/report_json.h"
+#include "tests/support/text_file.h"
 
 namespace sluice {
 namespace {
@@ -33,23 +34,9 @@ using namespace std::chrono_literals;
 
 using test::read_json;
 using test::run_command;
+using test::read_text;
 using test::verdict;
-
-std::string verdict_text(const json& report) {
-  std::string all;
-  for (const auto& v : report["verdicts"]) {
-    all += v["kind"].get<std::string>() + " " + v["severity"].get<std::string>() + ": " +
-           v["summary"].get<std::string>() + " -> " + v["recommendation"].get<std::string>() + "\n";
-  }
-  return all;
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test::verdict_text;
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

@@ -28,4 +28,14 @@ inline std::string verdict_kinds(const nlohmann::json& report) {
   return all;
 }
 
+// Every verdict as "kind SEVERITY: summary -> recommendation", one a line, for failure messages.
+inline std::string verdict_text(const nlohmann::json& report) {
+  std::string all;
+  for (const auto& v : report["verdicts"]) {
+    all += v["kind"].get<std::string>() + " " + v["severity"].get<std::string>() + ": " +
+           v["summary"].get<std::string>() + " -> " + v["recommendation"].get<std::string>() + "\n";
+  }
+  return all;
+}
+
 }  // namespace sluice::test
