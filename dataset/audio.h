@@ -30,8 +30,8 @@ struct AudioInfo {
 
 // Reads the header only (plus, for WAV, the chunk table to detect truncation), so it is cheap
 // enough to call for every file of a corpus to balance work by duration: a plain 16-bit WAV costs
-// one read of its first 64 KiB; other formats are opened by libsndfile on the path (an Ogg or MP3
-// length may need the file's end). Rejects the same files
+// one read of its first 4 KiB (64 KiB when its header is longer); other formats are opened by
+// libsndfile on the path (an Ogg or MP3 length may need the file's end). Rejects the same files
 // as load_audio except non_finite_audio, which needs the samples.
 AudioInfo probe_audio(const std::filesystem::path& path);
 

@@ -175,6 +175,9 @@ TEST_F(AudioTest, Pcm16WavReaderEqualsLibsndfile) {
       {"three_channels_list_after", 3, {}, 0, std::string("LIST") + std::string("\x04\0\0\0abcd", 8)},
       {"odd_chunk_before", 1, {{"junk", std::string(17, 'j')}}, 0, ""},
       {"odd_data_size", 2, {}, 4 * 999 + 1, std::string(1, '\0')},
+      // probe_audio reads 4 KiB first, then 64 KiB for a longer header, then asks libsndfile.
+      {"header_past_4_kib", 1, {{"LIST", std::string(6000, 'x')}}, 0, ""},
+      {"header_past_64_kib", 2, {{"LIST", std::string(70000, 'x')}}, 0, ""},
   };
   for (const Case& c : cases) {
     std::vector<int16_t> interleaved(static_cast<size_t>(1000 * c.channels));
