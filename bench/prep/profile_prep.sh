@@ -6,7 +6,8 @@
 #
 # Profiles a prep of the corpus bench_prep_vs_mel.sh made last (BENCH_DIR, default
 # /tmp/sluice-bench-prep-vs-mel; run that first), with RANKS ranks x 1 worker (default 1: no
-# mpirun), then the mel alone on the same clips, and prints bench/prep/prep_profile.py's split.
+# mpirun), then the mel alone on the same clips (its thread's CPU time; an older build that does
+# not report it gives its wall time), and prints bench/prep/prep_profile.py's split.
 # CPU-seconds come from the samples, so other load on the machine shifts them less than wall
 # time; the shares are what to compare between builds. Numbers only: nothing is asserted.
 set -euo pipefail
@@ -28,7 +29,7 @@ perf record -q -F 499 --call-graph dwarf,16384 -o "$out/perf.data" -- \
 # The mel alone on the same clips (one pass per copy in the corpus), its thread's CPU time.
 copies=$(( $(wc -l <"$work/corpus/metadata.csv") / $(ls "$work/clips" | wc -l) ))
 mel_json=$("$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1)
-mel_cpu=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["audio_seconds"] / d["sluice_mel_only_audio_s_per_cpu_s"])')
+mel_cpu=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["audio_seconds"] / d.get("sluice_mel_only_audio_s_per_cpu_s", d["sluice_mel_only_audio_s_per_s"]))')
 total=$(perf report -i "$out/perf.data" --stdio --sort comm 2>/dev/null | awk '/Event count/ {print $NF / 1e9}')
 perf script -i "$out/perf.data" -F comm,tid,ip,sym,dso 2>/dev/null >"$out/stacks.txt"
 echo "prep of $work/corpus, $ranks rank(s) x 1 worker, $(uptime | sed 's/.*load/load/')"
