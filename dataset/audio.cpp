@@ -423,6 +423,9 @@ void flac_metadata(const FLAC__StreamDecoder*, const FLAC__StreamMetadata* block
 FLAC__StreamDecoderWriteStatus flac_write(const FLAC__StreamDecoder*, const FLAC__Frame* frame,
                                           const FLAC__int32* const buffer[], void* user) {
   auto* d = static_cast<FlacDecoding*>(user);
+  // libsndfile stops reading at libFLAC's first error (a corrupt or missing frame) and so does
+  // this path: the frames before it are what was decoded, and the clip is truncated_audio.
+  if (d->failed) return FLAC__STREAM_DECODER_WRITE_STATUS_ABORT;
   const auto take = static_cast<unsigned>(
       std::min<int64_t>(frame->header.blocksize, static_cast<int64_t>(d->mono->size()) - d->decoded));
   const unsigned channels = frame->header.channels;

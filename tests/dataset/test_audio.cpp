@@ -447,6 +447,24 @@ TEST_F(AudioTest, RejectsFlacCutShortOnDisk) {
   expect_rejected(path, RejectReason::truncated_audio, /*probe_too=*/false);
 }
 
+// Corrupt bytes in the middle of a FLAC stream: libFLAC loses sync there; decoding stops at the
+// first error, as libsndfile's did, so the clip is truncated_audio naming what was decoded.
+TEST_F(AudioTest, RejectsFlacCorruptInTheMiddle) {
+  std::mt19937 random(23);
+  std::vector<int16_t> noise(44100);
+  for (auto& v : noise) v = static_cast<int16_t>(random() % 2000);
+  const fs::path path = dir_ / "corrupt.flac";
+  write_audio(path, SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 22050, 1, noise);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  const auto middle = static_cast<std::streamoff>(fs::file_size(path) / 2);
+  file.seekp(middle);
+  file.write(std::string(64, '\x5a').c_str(), 64);
+  file.close();
+  EXPECT_EQ(probe_audio(path).frames, 44100);  // the header is intact
+  const SampleRejected rejected = expect_rejected(path, RejectReason::truncated_audio, /*probe_too=*/false);
+  EXPECT_NE(rejected.detail().find("of the 44100 frames the header announces"), std::string::npos) << rejected.what();
+}
+
 TEST_F(AudioTest, RejectsOggCutShortOnDisk) {
   std::mt19937 random(5);
   std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
