@@ -12,6 +12,8 @@ find_package(Threads REQUIRED)
 find_package(Torch REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SNDFILE REQUIRED IMPORTED_TARGET sndfile)
+# libFLAC: dataset/audio.cpp decodes native FLAC with it directly (libsndfile decodes the rest).
+pkg_check_modules(FLAC REQUIRED IMPORTED_TARGET flac)
 pkg_check_modules(SOXR REQUIRED IMPORTED_TARGET soxr)
 pkg_check_modules(FFTW3F REQUIRED IMPORTED_TARGET fftw3f)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)

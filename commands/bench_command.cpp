@@ -206,9 +206,7 @@ struct BenchCommand::Options {
 };
 
 BenchCommand::BenchCommand(CLI::App& app) : options_(std::make_unique<Options>()) {
-  auto* bench = app.add_subcommand("bench", "Measure: end-to-end sweeps of the training settings, the largest batch "
-                                            "that fits the GPU, and micro-benchmarks of the transport, the cache and "
-                                            "the mel extraction");
+  auto* bench = app.add_subcommand("bench", bench_summary);
   bench->require_subcommand(1);
   options_->add_sweep(bench);
   options_->add_max_batch(bench);

@@ -11,6 +11,12 @@ class App;
 namespace sluice {
 class MpiSession;
 
+// `sluice bench` in one line: its --help, and the command list of the `sluice` executable, which
+// hands bench to sluice-train without linking this library (launcher/launch.h).
+inline constexpr const char* bench_summary =
+    "Measure: end-to-end sweeps of the training settings, the largest batch that fits the GPU, and "
+    "micro-benchmarks of the transport, the cache and the mel extraction";
+
 class BenchCommand {
  public:
   // Adds `bench` with its subcommands to `app`.

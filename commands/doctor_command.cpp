@@ -24,12 +24,7 @@ struct DoctorCommand::Options {
 
 DoctorCommand::DoctorCommand(CLI::App& app) : options_(std::make_unique<Options>()) {
   Options& o = *options_;
-  o.doctor = app.add_subcommand(
-      "doctor",
-      "Check this machine, MPI launch, config and cache for `sluice train`: GPUs (name, memory, driver, CUDA, "
-      "NCCL), MPI library and launcher, HDF5 and libtorch versions, the cache's sequential read speed, the config "
-      "and role plan with train's own errors, and every problem found with its fix. Under `mpirun -np N` it "
-      "plans for that launch; alone, for --ranks.");
+  o.doctor = app.add_subcommand("doctor", doctor_summary);
   attach_config_options(*o.doctor, o.config_file, o.overrides);
   o.doctor->add_option("--cache", o.cache, "cache directory to check (sets cache.dir)");
   o.doctor->add_option("--ranks", o.doctor_options.ranks,

@@ -11,6 +11,14 @@ class App;
 namespace sluice {
 class MpiSession;
 
+// `sluice doctor` in one paragraph: its --help, and the command list of the `sluice` executable,
+// which hands doctor to sluice-train without linking this library (launcher/launch.h).
+inline constexpr const char* doctor_summary =
+    "Check this machine, MPI launch, config and cache for `sluice train`: GPUs (name, memory, driver, CUDA, "
+    "NCCL), MPI library and launcher, HDF5 and libtorch versions, the cache's sequential read speed, the config "
+    "and role plan with train's own errors, and every problem found with its fix. Under `mpirun -np N` it "
+    "plans for that launch; alone, for --ranks.";
+
 class DoctorCommand {
  public:
   // Adds `doctor` and its options to `app`.

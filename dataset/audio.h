@@ -10,9 +10,10 @@
 // prep workers call them concurrently.
 //
 // How a file is read: with one open + fstat + read, into a per-thread buffer. A plain 16-bit PCM
-// WAV (little-endian RIFF, the LJSpeech/LibriTTS case) is then parsed and converted here, with the
-// samples libsndfile would give bit for bit; every other file is decoded by libsndfile from that
-// buffer (sf_open_virtual), so no format pays for system calls per header field or per block.
+// WAV (little-endian RIFF, the LJSpeech/LibriTTS case) is then parsed and converted here, and a
+// native FLAC file (VCTK, LJSpeech as FLAC) is decoded by libFLAC directly, both with the samples
+// libsndfile would give bit for bit; every other file is decoded by libsndfile from that buffer
+// (sf_open_virtual), so no format pays for system calls per header field or per block.
 #include <cstdint>
 #include <filesystem>
 #include <vector>
@@ -30,9 +31,10 @@ struct AudioInfo {
 
 // Reads the header only (plus, for WAV, the chunk table to detect truncation), so it is cheap
 // enough to call for every file of a corpus to balance work by duration: a plain 16-bit WAV costs
-// one read of its first 64 KiB; other formats are opened by libsndfile on the path (an Ogg or MP3
-// length may need the file's end). Rejects the same files
-// as load_audio except non_finite_audio, which needs the samples.
+// one read of its first 4 KiB (64 KiB when its header is longer), a native FLAC file one read of
+// its first 4 KiB (its STREAMINFO); other formats are opened by libsndfile on the path (an Ogg or
+// MP3 length may need the file's end). Rejects the same files as load_audio except
+// non_finite_audio, which needs the samples (and a FLAC stream cut short, which only decoding sees).
 AudioInfo probe_audio(const std::filesystem::path& path);
 
 // Decodes the whole file to mono float32. Integer formats map to [-1, 1) (libsndfile's scaling);

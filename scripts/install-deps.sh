@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
-  libsndfile1-dev libsoxr-dev libfftw3-dev
+  libsndfile1-dev libflac-dev libsoxr-dev libfftw3-dev
   libyaml-cpp-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev libxxhash-dev libutf8proc-dev
   libespeak-ng-dev espeak-ng sox
   libgtest-dev libbenchmark-dev chromium

@@ -14,6 +14,10 @@
 # sides read from the page cache. RANKS (default 2) ranks x 1 worker thread, `--bind-to none`;
 # "per core" divides by min(RANKS, nproc). Numbers only: nothing is asserted.
 #
+# Beside the mel alone on one core (the goal's reference) it measures the mel alone on
+# min(RANKS, nproc) cores at once (the ceiling of "prep per core": what the cores give when each
+# runs nothing but the mel), and the mel's CPU-second rate, the reference of the CPU-second ratio.
+#
 # BASELINE=OTHER_BUILD_DIR (e.g. a build of main) also runs that build's prep, interleaved with
 # this one's ROUNDS times (default 1 without a baseline, 3 with one): baseline, candidate,
 # baseline, ... each beside a fresh mel-alone measurement, so both see the same load. The corpus
@@ -91,6 +95,20 @@ prep_sluice=$(realpath "$2/launcher/sluice")
 rm -rf "$work/cache"
 mel_json=$("$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1)
 mel_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sluice_mel_only_audio_s_per_s"])')
+# The mel's own CPU time (its thread's): the reference of the CPU-second ratio, as prep's side is
+# its CPU time too, so that neither counts waiting for a core on a loaded machine.
+mel_cpu_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("sluice_mel_only_audio_s_per_cpu_s", d["sluice_mel_only_audio_s_per_s"]))')
+# The mel alone on min(RANKS, cores) cores at once, each copy on the same clips: the rate per core
+# that the mel math itself keeps when every core runs it, as prep's ranks do. Below the one-core
+# rate when the cores share caches, memory bandwidth or a physical core (a VM's vCPUs may be
+# hyperthreads of one core): the ceiling of "prep per core" that no change to prep can lift.
+parallel=$(/usr/bin/python3 -c "import os; print(min($ranks, os.cpu_count()))")
+for ((copy = 0; copy < parallel; copy++)); do
+  "$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1 >"$work/mel-parallel-$copy.json" &
+done
+wait
+mel_parallel_rate=$(cat "$work"/mel-parallel-*.json | /usr/bin/python3 -c 'import json,sys; r=[json.loads(l)["sluice_mel_only_audio_s_per_s"] for l in sys.stdin if l.strip()]; print(sum(r)/len(r))')
+rm -f "$work"/mel-parallel-*.json
 
 launcher=""
 [ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
@@ -101,10 +119,10 @@ cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/
   --set cache.shard_size=64 >"$work/prep-log.txt" 2>&1; } 2>&1 )
 end=$(date +%s.%N)
 
-/usr/bin/python3 - "$work/cache" "$mel_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
+/usr/bin/python3 - "$work/cache" "$mel_rate" "$mel_cpu_rate" "$mel_parallel_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
 import json, os, sys
-cache, mel, start, end, ranks, fmt, copies, label, user, system = sys.argv[1:]
-mel, wall, ranks = float(mel), float(end) - float(start), int(ranks)
+cache, mel, mel_cpu, mel_parallel, start, end, ranks, fmt, copies, label, user, system = sys.argv[1:]
+mel, mel_cpu, mel_parallel, wall, ranks = float(mel), float(mel_cpu), float(mel_parallel), float(end) - float(start), int(ranks)
 cpu_seconds = float(user) + float(system)
 cores = min(ranks, os.cpu_count())
 manifest = json.load(open(f"{cache}/manifest.json"))
@@ -116,10 +134,12 @@ print(f"corpus: sample corpus x {copies} as {fmt}, {manifest['totals']['samples'
       f"{ranks} rank(s) x 1 worker on {os.cpu_count()} core(s); load average {os.getloadavg()[0]:.1f}")
 print(f"{'':<44}{'audio-s/s':>12}")
 print(f"{'mel math alone, 1 core':<44}{mel:>12.0f}")
+print(f"{'mel math alone, per CPU-second':<44}{mel_cpu:>12.0f}")
+print(f"{f'mel math alone, {cores} at once, per core':<44}{mel_parallel:>12.0f}  ({mel_parallel / mel:.2f}x one core: the ceiling)")
 print(f"{'sluice prep, per core (whole job wall)':<44}{per_core:>12.0f}")
 print(f"{'sluice prep, per CPU-second (user + sys)':<44}{audio / cpu_seconds:>12.0f}")
 print(f"ratio prep per core / mel alone: {per_core / mel:.2f}  (goal: >= 0.7 WAV, >= 0.5 FLAC/MP3)")
-print(f"ratio prep per CPU-second / mel alone: {audio / cpu_seconds / mel:.2f}  (less sensitive to other load)")
+print(f"ratio prep per CPU-second / mel alone per CPU-second: {audio / cpu_seconds / mel_cpu:.2f}  (less sensitive to other load)")
 stages = {}
 for rank in report["ranks"]:
     for name, seconds in rank["stages"].items():
@@ -134,7 +154,8 @@ print(f"  {'rest':<10}{rest:>9.2f} s  {100 * rest / cpu:5.1f}%  (start-up, listi
 print(f"features stage vs mel alone: {audio / stages['features']:.0f} audio-s per feature-second "
       f"({audio / stages['features'] / mel:.2f}x the mel-alone rate)")
 with open(os.path.join(os.path.dirname(cache), "results.jsonl"), "a") as out:
-    out.write(json.dumps({"label": label.split(" (")[0], "mel": mel, "wall": wall, "cpu": cpu_seconds, "audio": audio,
+    out.write(json.dumps({"label": label.split(" (")[0], "mel": mel, "mel_cpu": mel_cpu, "mel_parallel": mel_parallel, "wall": wall,
+                          "cpu": cpu_seconds, "user": float(user), "system": float(system), "audio": audio,
                           "cores": cores, "load": os.getloadavg()[0], "stages": stages}) + "\n")
 PY
 }
@@ -155,13 +176,17 @@ fi
 import json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 mel = max(run["mel"] for run in runs)
-print(f"\nsummary: {len(runs)} run(s); mel math alone, best of the session: {mel:.0f} audio-s/s; "
-      f"load average {min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f}")
-print(f"{'build':<40}{'wall s':>8}{'CPU s':>8}{'ratio wall':>12}{'ratio CPU':>11}   (medians)")
+mel_cpu = max(run.get("mel_cpu", run["mel"]) for run in runs)
+mel_parallel = max(run.get("mel_parallel", 0.0) for run in runs)
+print(f"\nsummary: {len(runs)} run(s); mel math alone, best of the session: {mel:.0f} audio-s/s, "
+      f"{mel_cpu:.0f} audio-s per CPU-second, {mel_parallel:.0f} per core with every core running it "
+      f"({mel_parallel / mel:.2f}x: the ceiling of ratio wall); load average {min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f}")
+print(f"{'build':<40}{'wall s':>8}{'CPU s':>8}{'sys s':>7}{'ratio wall':>12}{'ratio CPU':>11}   (medians)")
 for label in dict.fromkeys(run["label"] for run in runs):
     mine = [run for run in runs if run["label"] == label]
     wall = statistics.median(r["wall"] for r in mine)
     cpu = statistics.median(r["cpu"] for r in mine)
+    system = statistics.median(r.get("system", 0.0) for r in mine)
     audio, cores = mine[0]["audio"], mine[0]["cores"]
-    print(f"{label:<40}{wall:>8.1f}{cpu:>8.1f}{audio / wall / cores / mel:>12.2f}{audio / cpu / mel:>11.2f}")
+    print(f"{label:<40}{wall:>8.1f}{cpu:>8.1f}{system:>7.1f}{audio / wall / cores / mel:>12.2f}{audio / cpu / mel_cpu:>11.2f}")
 PY

@@ -175,6 +175,9 @@ TEST_F(AudioTest, Pcm16WavReaderEqualsLibsndfile) {
       {"three_channels_list_after", 3, {}, 0, std::string("LIST") + std::string("\x04\0\0\0abcd", 8)},
       {"odd_chunk_before", 1, {{"junk", std::string(17, 'j')}}, 0, ""},
       {"odd_data_size", 2, {}, 4 * 999 + 1, std::string(1, '\0')},
+      // probe_audio reads 4 KiB first, then 64 KiB for a longer header, then asks libsndfile.
+      {"header_past_4_kib", 1, {{"LIST", std::string(6000, 'x')}}, 0, ""},
+      {"header_past_64_kib", 2, {{"LIST", std::string(70000, 'x')}}, 0, ""},
   };
   for (const Case& c : cases) {
     std::vector<int16_t> interleaved(static_cast<size_t>(1000 * c.channels));
@@ -249,6 +252,65 @@ TEST_F(AudioTest, FlacIsLossless) {
   for (size_t i = 0; i < values.size(); ++i) {
     ASSERT_EQ(loaded[i], static_cast<float>(values[i]) / 32768.0f) << "sample " << i;
   }
+}
+
+// Native FLAC is decoded by libFLAC directly (dataset/audio.cpp): its samples must be
+// libsndfile's bit for bit, at every bit depth libsndfile writes and with several channels
+// (downmixed as decode_mono does: the channels summed in order, times 1/channels).
+TEST_F(AudioTest, FlacReaderEqualsLibsndfile) {
+  std::mt19937 random(17);
+  struct Case {
+    const char* name;
+    int subformat;
+    int channels;
+  };
+  for (const Case& c : {Case{"pcm16_mono", SF_FORMAT_PCM_16, 1}, Case{"pcm24_stereo", SF_FORMAT_PCM_24, 2},
+                        Case{"pcm8_three_channels", SF_FORMAT_PCM_S8, 3}}) {
+    std::vector<int32_t> interleaved(static_cast<size_t>(30000 * c.channels));
+    for (auto& v : interleaved) v = static_cast<int32_t>(random());  // full scale: libsndfile cuts to the depth
+    const fs::path path = dir_ / (std::string(c.name) + ".flac");
+    write_audio(path, SF_FORMAT_FLAC | c.subformat, 22050, c.channels, interleaved);
+    const std::vector<float> reference = libsndfile_decode(path);
+    std::vector<float> mono(reference.size() / static_cast<size_t>(c.channels));
+    for (size_t i = 0; i < mono.size(); ++i) {
+      float sum = 0.0f;
+      for (int ch = 0; ch < c.channels; ++ch) sum += reference[i * c.channels + ch];
+      mono[i] = c.channels == 1 ? sum : sum * (1.0f / static_cast<float>(c.channels));
+    }
+    std::vector<float> loaded(11, 0.25f);  // reused: what was in it must not leak through
+    load_audio(path, 22050, loaded);
+    ASSERT_EQ(loaded.size(), mono.size()) << c.name;
+    EXPECT_EQ(loaded, mono) << c.name;
+    const AudioInfo probed = probe_audio(path);  // STREAMINFO read by sluice, not libsndfile
+    EXPECT_EQ(probed.frames, static_cast<int64_t>(mono.size())) << c.name;
+    EXPECT_EQ(probed.sample_rate, 22050) << c.name;
+    EXPECT_EQ(probed.channels, c.channels) << c.name;
+  }
+}
+
+// A STREAMINFO total of 0 means "length unknown": rejected as libsndfile's unknown length always
+// was (truncated_audio, "the stream has no end"), by the probe and by the decoder.
+TEST_F(AudioTest, FlacOfUnknownLengthIsRejectedAsTruncated) {
+  const fs::path path = dir_ / "unknown_length.flac";
+  write_audio(path, SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 22050, 1, pcm16_ramp());
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  char streaminfo[34];
+  file.seekg(8);
+  file.read(streaminfo, sizeof(streaminfo));
+  streaminfo[13] = static_cast<char>(streaminfo[13] & 0xf0);  // the 36-bit total samples: 0
+  std::fill(streaminfo + 14, streaminfo + 18, '\0');
+  file.seekp(8);
+  file.write(streaminfo, sizeof(streaminfo));
+  file.close();
+  const SampleRejected rejected = expect_rejected(path, RejectReason::truncated_audio);
+  EXPECT_NE(rejected.detail().find("has no end"), std::string::npos) << rejected.what();
+}
+
+// Bytes that start like a FLAC stream but hold no STREAMINFO: unreadable, named.
+TEST_F(AudioTest, FlacWithoutStreaminfoIsUnreadable) {
+  const fs::path path = dir_ / "no_streaminfo.flac";
+  std::ofstream(path, std::ios::binary) << "fLaC" << std::string(200, '\x7f');
+  expect_rejected(path, RejectReason::unreadable_audio);
 }
 
 TEST_F(AudioTest, OggVorbisDecodesCloseToTheOriginal) {
@@ -383,6 +445,24 @@ TEST_F(AudioTest, RejectsFlacCutShortOnDisk) {
   // The FLAC header (STREAMINFO) is intact, so only decoding notices.
   EXPECT_EQ(probe_audio(path).frames, 22050);
   expect_rejected(path, RejectReason::truncated_audio, /*probe_too=*/false);
+}
+
+// Corrupt bytes in the middle of a FLAC stream: libFLAC loses sync there; decoding stops at the
+// first error, as libsndfile's did, so the clip is truncated_audio naming what was decoded.
+TEST_F(AudioTest, RejectsFlacCorruptInTheMiddle) {
+  std::mt19937 random(23);
+  std::vector<int16_t> noise(44100);
+  for (auto& v : noise) v = static_cast<int16_t>(random() % 2000);
+  const fs::path path = dir_ / "corrupt.flac";
+  write_audio(path, SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 22050, 1, noise);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  const auto middle = static_cast<std::streamoff>(fs::file_size(path) / 2);
+  file.seekp(middle);
+  file.write(std::string(64, '\x5a').c_str(), 64);
+  file.close();
+  EXPECT_EQ(probe_audio(path).frames, 44100);  // the header is intact
+  const SampleRejected rejected = expect_rejected(path, RejectReason::truncated_audio, /*probe_too=*/false);
+  EXPECT_NE(rejected.detail().find("of the 44100 frames the header announces"), std::string::npos) << rejected.what();
 }
 
 TEST_F(AudioTest, RejectsOggCutShortOnDisk) {

@@ -99,6 +99,72 @@ TEST(ExitCodes, EveryCommandAnswersABadOptionWith2AndHelpWith0) {
   EXPECT_TRUE(contains(help.output, "4 train: stopped by SIGTERM/SIGUSR1")) << help.output;
 }
 
+// --- two executables, one command (launcher/launch.h) ------------------------------------------
+
+// `sluice` itself links no libtorch: prep, report, cache and config never pay its start-up. The
+// libraries a process loads are what the dynamic loader resolves, as ldd lists them.
+TEST(SluiceExecutables, SluiceLoadsNoLibtorchAndSluiceTrainDoes) {
+  const auto light = run("ldd " + sluice_binary);
+  ASSERT_EQ(light.exit_code, 0) << light.output;
+  EXPECT_TRUE(contains(light.output, "libhdf5")) << light.output;  // the list is real
+  EXPECT_FALSE(contains(light.output, "libtorch")) << light.output;
+  EXPECT_FALSE(contains(light.output, "libc10")) << light.output;
+  const auto full = run("ldd " + (fs::path(sluice_binary).parent_path() / "sluice-train").string());
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_TRUE(contains(full.output, "libtorch")) << full.output;
+}
+
+// train, doctor and bench run in sluice-train under the same command line: their help and errors
+// come back through `sluice`, and the top-level help lists every command without libtorch.
+TEST(SluiceExecutables, TorchCommandsRunInSluiceTrainThroughSluice) {
+  const auto train_help = run(sluice_binary + " train --help");
+  EXPECT_EQ(train_help.exit_code, 0) << train_help.output;
+  EXPECT_TRUE(contains(train_help.output, "--resume")) << train_help.output;
+  // argv[0] is kept: the usage line still says `sluice`, not sluice-train.
+  EXPECT_TRUE(contains(train_help.output, "Usage: " + sluice_binary + " train")) << train_help.output;
+  const auto doctor_help = run(sluice_binary + " doctor --help");
+  EXPECT_EQ(doctor_help.exit_code, 0) << doctor_help.output;
+  EXPECT_TRUE(contains(doctor_help.output, "--gpus-per-node")) << doctor_help.output;
+  const auto bench_help = run(sluice_binary + " bench mel --help");
+  EXPECT_EQ(bench_help.exit_code, 0) << bench_help.output;
+  EXPECT_TRUE(contains(bench_help.output, "--clips")) << bench_help.output;
+  const auto help = run(sluice_binary + " --help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  for (const char* command : {"prep", "train", "doctor", "bench", "cache", "config", "report"}) {
+    EXPECT_TRUE(contains(help.output, std::string("\n  ") + command + " ")) << command << ":\n" << help.output;
+  }
+}
+
+// A `sluice` without its sluice-train says what is missing and where it looked, with exit 1;
+// the commands that need no libtorch still work.
+TEST(SluiceExecutables, WithoutSluiceTrainTrainFailsNamingWhereItLooked) {
+  const fs::path dir = scratch("lone-sluice");
+  fs::copy_file(sluice_binary, dir / "sluice");
+  const std::string lone = (dir / "sluice").string();
+  const auto train = run(lone + " train --steps 1");
+  EXPECT_EQ(train.exit_code, 1) << train.output;
+  EXPECT_TRUE(contains(train.output, "sluice-train")) << train.output;
+  EXPECT_TRUE(contains(train.output, (dir / "sluice-train").string())) << train.output;
+  EXPECT_TRUE(contains(train.output, "libexec/sluice/sluice-train")) << train.output;
+  const auto prep_help = run(lone + " prep --help");
+  EXPECT_EQ(prep_help.exit_code, 0) << prep_help.output;
+  const auto version = run(lone + " --version");
+  EXPECT_EQ(version.exit_code, 0) << version.output;
+  EXPECT_TRUE(contains(version.output, "sluice 0.1.0")) << version.output;
+}
+
+// The install layout: PREFIX/bin/sluice finds PREFIX/libexec/sluice/sluice-train.
+TEST(SluiceExecutables, TheInstalledSluiceFindsSluiceTrain) {
+  const fs::path prefix = scratch("install");
+  const auto install = run(std::string(SLUICE_CMAKE) + " --install " + SLUICE_BUILD_DIR + " --prefix " + prefix.string());
+  ASSERT_EQ(install.exit_code, 0) << install.output;
+  EXPECT_TRUE(fs::exists(prefix / "libexec/sluice/sluice-train")) << install.output;
+  EXPECT_FALSE(fs::exists(prefix / "bin/sluice-train")) << install.output;  // one user-facing command
+  const auto train_help = run((prefix / "bin/sluice").string() + " train --help");
+  EXPECT_EQ(train_help.exit_code, 0) << train_help.output;
+  EXPECT_TRUE(contains(train_help.output, "--resume")) << train_help.output;
+}
+
 TEST(ExitCodes, AConfigErrorIs2AndNamesFileAndLine) {
   const fs::path dir = scratch("bad-config");
   std::ofstream(dir / "train.yaml") << "train:\n  stepz: 10\n";
