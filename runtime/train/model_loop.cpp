@@ -193,6 +193,7 @@ class ModelLoop {
   std::string last_checkpoint_;
   SampleLog sample_log_;
   std::unique_ptr<ReplayBatches> replay_;
+  bool data_rank_stop_ = false;  // a batch said its data rank got a stop signal
 
   // Steady state for throughput: after a warm-up of a fifth of the steps (at most 10).
   int64_t warmup_ = 0;
@@ -268,6 +269,7 @@ json ModelLoop::run() {
     losses_.push_back(result.loss);
     if (agree_to_stop(global, result.loss) && global < setup_.end_step) {
       stopped_at = global;
+      context_.stopped = true;
       break;
     }
     if (global % settings_.log_every == 0 || global == setup_.end_step) log_progress(global, result);
@@ -309,6 +311,7 @@ LoopBatch ModelLoop::next_batch(int64_t global) {
                                  : BatchPointers::of(batch.received->data, batch.received->bytes);
   if (replay_) batch.on_device = replay_->on_device(batch.host);
   check_position(batch.host, global);
+  data_rank_stop_ = data_rank_stop_ || batch.host.header->data_rank_stop != 0;
   return batch;
 }
 
@@ -380,12 +383,13 @@ void ModelLoop::count(const BatchPointers& batch) {
   steady_padded_frames_ += int64_t{batch.header->batch_size} * batch.header->max_frames;
 }
 
-// Every model rank agrees, at the same step, whether any of them got a stop signal (preemption)
-// and whether any of them saw a non-finite loss: one all-reduce of two floats per step. A
+// Every model rank agrees, at the same step, whether any of them got a stop signal (preemption),
+// or a batch from a data rank that got one (BatchHeader::data_rank_stop), and whether any of
+// them saw a non-finite loss: one all-reduce of two floats per step. A
 // non-finite loss ends the run on every model rank at once (stop_on_nonfinite_loss), before
 // anything is logged or checkpointed from the diverged state.
 bool ModelLoop::agree_to_stop(int64_t done, double loss) {
-  float flags[2] = {stop_requested() ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f};
+  float flags[2] = {stop_requested() || data_rank_stop_ ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f};
   if (reducer_ != nullptr) {
     timing::ScopedSpan span(timing::Stage::sync, done - 1);
     reducer_->all_reduce_sum(flags, 2);
@@ -474,8 +478,11 @@ void ModelLoop::finish(int64_t stopped_at) {
     // Checkpoint first, then tell the data rank to stop sending.
     if (logs_and_checkpoints_) {
       checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, stopped_at));
-      logger()->warn("{} received: stopped after global step {} with a checkpoint; rerun with --resume to "
-                     "continue with the next unseen batch", stop_signal_name(), stopped_at);
+      logger()->warn("{}: stopped after global step {} with a checkpoint; rerun with --resume to continue with the "
+                     "next unseen batch",
+                     stop_requested() ? std::string(stop_signal_name()) + " received"
+                                      : std::string("a stop signal on another rank"),
+                     stopped_at);
     }
     if (feed_.channel != nullptr) feed_.channel->close();
     return;
