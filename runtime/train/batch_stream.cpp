@@ -55,9 +55,7 @@ std::optional<StreamBatch> BatchStream::next() {
   span.sequence = static_cast<int64_t>(current_->sequence);
   span.bytes = static_cast<int64_t>(current_->bytes);
   timing::SpanRecorder::global().record(span);
-  const double waited = seconds_since(wait_start);
-  wait_s_ += waited;
-  interval_.wait_s += waited;
+  tally_.add_wait(seconds_since(wait_start));
 
   StreamBatch batch;
   batch.global_step = next_step_;
@@ -73,7 +71,7 @@ std::optional<StreamBatch> BatchStream::next() {
   data_rank_stop_ = data_rank_stop_ || batch.host.header->data_rank_stop != 0;
   batch.epoch = batch.host.header->epoch;
   batch.step = batch.host.header->step;
-  count(batch.host);
+  tally_.count(batch.host);
   // An injected forward delay (debug.delay_stage) is this rank's compute: its own forward span,
   // whether or not the script marks spans.
   const int64_t delay_start_ns = timing::now_ns();
@@ -103,9 +101,7 @@ void BatchStream::end_step_span() {
   if (!step_open_) return;
   step_open_ = false;
   const int64_t end_ns = timing::now_ns();
-  const double busy = static_cast<double>(end_ns - step_start_ns_) * 1e-9;
-  compute_s_ += busy;
-  interval_.busy_s += busy;
+  tally_.add_compute(static_cast<double>(end_ns - step_start_ns_) * 1e-9);
   record_unmarked(end_ns);
 }
 
@@ -237,29 +233,10 @@ void BatchStream::check_position(const BatchPointers& batch) const {
   }
 }
 
-void BatchStream::count(const BatchPointers& batch) {
-  const int64_t batch_frames = batch.real_frames();
-  frames_ += batch_frames;
-  samples_ += batch.header->batch_size;
-  ++interval_.steps;
-  interval_.samples += batch.header->batch_size;
-  interval_.frames += batch_frames;
-}
-
 void BatchStream::post_status() {
   StatusBoard* board = parts_.context.status;
   if (board == nullptr || !board->due()) return;
-  const double seconds = seconds_since(interval_.start);
-  RankStatus status;
-  status.role = "model";
-  status.step = next_step_;
-  status.end_step = parts_.setup.end_step;
-  status.samples_per_s = double(interval_.samples) / seconds;
-  status.frames_per_s = double(interval_.frames) / seconds;
-  status.input_wait = interval_.wait_s / seconds;
-  status.seconds_per_step = interval_.steps > 0 ? interval_.busy_s / double(interval_.steps) : 0;
-  board->post(status);
-  interval_ = Interval{};
+  board->post(tally_.take_status("model", next_step_, parts_.setup.end_step));
 }
 
 void BatchStream::close() {
@@ -285,10 +262,10 @@ json BatchStream::summary() const {
           {"planned_steps", parts_.setup.end_step - parts_.setup.first_step},
           {"first_step", parts_.setup.first_step},
           {"wall_seconds", elapsed},
-          {"input_wait_seconds", wait_s_},
-          {"compute_seconds", compute_s_},
-          {"samples", samples_},
-          {"frames", frames_},
+          {"input_wait_seconds", tally_.wait_s()},
+          {"compute_seconds", tally_.compute_s()},
+          {"samples", tally_.samples()},
+          {"frames", tally_.frames()},
           {"replay_from_memory", false},
           {"stopped_at", stopped_at_}};
 }

@@ -43,6 +43,7 @@
 #include "runtime/train/batch_assembler.h"
 #include "runtime/train/batch_buffer.h"
 #include "runtime/train/model_side.h"
+#include "runtime/train/step_tally.h"
 #include "runtime/transport/feed_channel.h"
 #include "timing/stage.h"
 
@@ -102,7 +103,6 @@ class BatchStream {
   bool agree_to_stop();
   std::optional<transport::ReceivedBatch> receive();
   void check_position(const BatchPointers& batch) const;
-  void count(const BatchPointers& batch);
   void post_status();
 
   const ModelRankParts parts_;
@@ -125,13 +125,7 @@ class BatchStream {
   std::unique_ptr<model::FeatureTransform> validation_normalizer_;
   BatchBytes validation_bytes_;
   Clock::time_point started_;
-  double wait_s_ = 0, compute_s_ = 0;
-  int64_t samples_ = 0, frames_ = 0;
-  struct Interval {
-    Clock::time_point start = Clock::now();
-    double wait_s = 0, busy_s = 0;
-    int64_t steps = 0, samples = 0, frames = 0;
-  } interval_;
+  StepTally tally_;  // totals, and the live status's interval since the last post
 };
 
 }  // namespace sluice::runtime
