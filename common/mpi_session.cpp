@@ -15,7 +15,6 @@
 namespace sluice {
 namespace {
 
-
 // SLUICE_HEARTBEAT: on (default), off (MULTIPLE, no heartbeat), serialized (MPI_THREAD_SERIALIZED,
 // no heartbeat: sluice before the heartbeat). A measuring aid, see MpiSession.
 std::string heartbeat_mode() {
