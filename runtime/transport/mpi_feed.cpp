@@ -30,6 +30,9 @@ void check_peer(const MpiSession& session, int peer, const ChannelOptions& optio
 // out inside the sender's own MPI calls, so the receiver waits for the sender's next poll.
 // Read once from Open MPI's MPI_T control variable; with any other MPI, or without the variable
 // (a single process, no shared-memory transport loaded): false, the sender's polls are needed.
+// It describes the node's shared memory, which is what feed channels use: the role plan keeps a
+// data rank and its model ranks on one node (a channel between nodes would be paced as if the
+// receiver copied alone, and its batches would wait up to a poll for the sender).
 bool receiver_copies_alone() {
   static const bool alone = [] {
     int provided = 0;
