@@ -10,13 +10,10 @@
 #include "common/error.h"
 #include "common/host.h"
 #include "common/log.h"
+#include "common/poll_backoff.h"
 
 namespace sluice {
 namespace {
-
-// Polling interval of the deadline loops: short against any deadline a user sets (seconds),
-// long enough not to burn a core while waiting.
-constexpr auto poll_interval = std::chrono::microseconds(200);
 
 // SLUICE_HEARTBEAT: on (default), off (MULTIPLE, no heartbeat), serialized (MPI_THREAD_SERIALIZED,
 // no heartbeat: sluice before the heartbeat). A measuring aid, see MpiSession.
@@ -156,11 +153,43 @@ const Heartbeat* MpiSession::heartbeat(double timeout_s) const {
 }
 
 MpiSession::~MpiSession() {
+  if (owns_mpi_) meet_before_finalize();
   heartbeat_.reset();  // its thread makes MPI calls: stopped before MPI_Finalize
   if (owns_mpi_) {
     int finalised = 0;
     MPI_Finalized(&finalised);
     if (!finalised) MPI_Finalize();
+  }
+}
+
+void MpiSession::meet_before_finalize() noexcept {
+  if (!heartbeat_ || !heartbeat_->running() || size_ < 2) return;
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (finalised) return;
+  try {
+    MPI_Request barrier = MPI_REQUEST_NULL;
+    if (!check_mpi_or_warn(MPI_Ibarrier(MPI_COMM_WORLD, &barrier), "MPI_Ibarrier(before MPI_Finalize)")) return;
+    std::vector<int> everyone;
+    for (int r = 0; r < size_; ++r) everyone.push_back(r);
+    const double timeout_s = heartbeat_->timeout_s();
+    PollBackoff backoff(std::chrono::milliseconds(50));
+    while (true) {
+      int done = 0;
+      if (!check_mpi_or_warn(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier before MPI_Finalize)")) {
+        return;
+      }
+      if (done) return;
+      // A collective request cannot be freed or cancelled: MPI_Finalize follows with it pending.
+      if (const int lost = heartbeat_->first_lost(everyone, timeout_s); lost >= 0) {
+        log::get("runtime")->warn("not waiting any longer for the other ranks to finish: {}",
+                                  heartbeat_->describe_loss(lost, timeout_s));
+        return;
+      }
+      backoff.pause();
+    }
+  } catch (...) {
+    // Logging failed: MPI_Finalize follows regardless.
   }
 }
 
@@ -188,6 +217,7 @@ void send_string(const MpiSession& session, int destination, int tag, const std:
                   session.world(), &request),
         "MPI_Isend");
   int done = 0;
+  PollBackoff backoff;
   while (true) {
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
@@ -196,7 +226,7 @@ void send_string(const MpiSession& session, int destination, int tag, const std:
       throw TransportError("timed out sending " + what + " to " + session.describe(destination) +
                            ": it did not receive in time (dead, hung, or far behind)");
     }
-    std::this_thread::sleep_for(poll_interval);
+    backoff.pause_moving(payload.size());
   }
 }
 
@@ -218,6 +248,7 @@ bool try_receive_string(const MpiSession& session, int tag, std::string& payload
 std::string receive_string(const MpiSession& session, int source, int tag, Deadline deadline,
                            const std::string& what, int* sender) {
   MPI_Status status;
+  PollBackoff backoff;
   while (true) {
     int arrived = 0;
     check_mpi(MPI_Iprobe(source, tag, session.world(), &arrived, &status), "MPI_Iprobe");
@@ -229,7 +260,7 @@ std::string receive_string(const MpiSession& session, int source, int tag, Deadl
                            ": the rank died, hung, or is far behind (raise runtime.timeout_s if "
                            "it is only slow)");
     }
-    std::this_thread::sleep_for(poll_interval);
+    backoff.pause();
   }
   int count = 0;
   MPI_Get_count(&status, MPI_CHAR, &count);
@@ -281,6 +312,7 @@ std::string broadcast_string(const MpiSession& session, const std::string& value
                       session.world(), &requests[static_cast<size_t>(r - 1)]),
             "MPI_Isend");
     }
+    PollBackoff backoff;
     while (!requests.empty()) {
       int done = 0;
       check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
@@ -291,7 +323,7 @@ std::string broadcast_string(const MpiSession& session, const std::string& value
         throw TransportError("timed out after " + std::to_string(timeout_s) + " s sending " + what +
                              " to the other ranks");
       }
-      std::this_thread::sleep_for(poll_interval);
+      backoff.pause_moving(value.size());
     }
     return value;
   }
@@ -328,6 +360,7 @@ Heartbeat::~Heartbeat() {
 
 void Heartbeat::start(double timeout_s) {
   if (!beat_ || !(timeout_s > 0)) return;
+  if (timeout_s_.load() == 0.0 || timeout_s < timeout_s_.load()) timeout_s_ = timeout_s;
   // Ten beats per deadline: a peer is silent only after missing ten in a row.
   const double interval = std::clamp(timeout_s / 10, 0.01, 0.5);
   if (interval < interval_s_.load()) interval_s_ = interval;

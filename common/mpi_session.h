@@ -36,6 +36,8 @@ class MpiSession {
   // MPI_THREAD_SERIALIZED and no heartbeat (both: to measure what the heartbeat costs; without a
   // heartbeat every wait falls back to a plain deadline of timeout_s).
   MpiSession(int* argc, char*** argv);
+  // With a running heartbeat, meets every other rank in a barrier polled with PollBackoff before
+  // MPI_Finalize (see meet_before_finalize), then finalises MPI.
   ~MpiSession();
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
@@ -70,6 +72,15 @@ class MpiSession {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
+  // MPI_Finalize waits for every rank, and Open MPI's wait (a PMIx fence) polls every 100 us:
+  // about a tenth of a core for as long as the last rank works on (a Python script that goes on
+  // after feed.close(), the rank writing the report). So the ranks first meet in a non-blocking
+  // barrier polled with a PollBackoff, while the heartbeat still runs: the wait lasts as long as
+  // the others are alive; a rank that failed or went silent for runtime.timeout_s ends it with a
+  // warning naming that rank (MPI_Finalize follows, as it did without the barrier). Without a
+  // heartbeat (one rank, SLUICE_HEARTBEAT, a command that never started it) there is no barrier.
+  void meet_before_finalize() noexcept;
+
   std::vector<std::string> hosts_;
   std::unique_ptr<Heartbeat> heartbeat_;  // stopped before MPI_Finalize
 };
@@ -117,6 +128,8 @@ class Heartbeat {
   void stop();
   bool running() const { return thread_.joinable(); }
   double interval_s() const { return interval_s_.load(); }
+  // The shortest runtime.timeout_s it was started with (0 before start()).
+  double timeout_s() const { return timeout_s_.load(); }
   // Tells every other rank that this one failed and is about to end the job (from any thread;
   // a no-op when the thread is not running).
   void announce_failure();
@@ -152,6 +165,7 @@ class Heartbeat {
   std::condition_variable stop_requested_;
   std::atomic<double> interval_s_{0.5};
   std::atomic<double> warn_after_s_{0.0};
+  std::atomic<double> timeout_s_{0.0};
   // Steady-clock nanoseconds: when each rank was last heard, when this rank last listened.
   std::unique_ptr<std::atomic<int64_t>[]> heard_ns_;
   std::unique_ptr<std::atomic<bool>[]> failed_;  // announced by the rank itself

@@ -2,6 +2,9 @@
 samples/s of the same step on the same batches replayed from memory, in the same script; beside
 it the same step fed by a torch.utils.data.DataLoader reading the same cache with h5py, at its
 best num_workers, each of its steps interleaved with the replay as the fed steps are (its own η).
+Beside them, when the data rank runs on this host, its CPU seconds (from /proc) in each phase:
+the fed steps after the warm-up (per batch), the close, the replay's own pass and the
+DataLoader passes (where it only waits for this rank's end).
 A benchmark, not a test: it prints numbers and asserts nothing.
 
     mpirun -np 1 sluice train --cache CACHE --run-dir RUN --steps N --set train.batch_size=16 ... \
@@ -34,6 +37,50 @@ torch.set_num_threads(1)
 
 feed = sluice.Feed()
 model = example.TinyTTS(feed.vocab_size, feed.n_mels)
+
+
+def data_rank_pid():
+    """The sluice data rank of this job when it runs on this host: the `sluice` process whose
+    command line names this run's directory (not mpirun, whose command line names it too)."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                argv = file.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == "sluice" and "train" in argv and feed.run_dir in argv:
+            return int(pid)
+    return None
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` (all its threads) so far, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class DataRankCpu:
+    """The data rank's CPU seconds and wall seconds between marks (phases of this benchmark)."""
+
+    def __init__(self):
+        self.pid, self.marks = data_rank_pid(), []
+
+    def mark(self, name):
+        self.marks.append((name, time.perf_counter(), cpu_seconds(self.pid)))
+
+    def phases(self):
+        out = {}
+        for (_, t0, c0), (name, t1, c1) in zip(self.marks, self.marks[1:]):
+            if c0 is not None and c1 is not None:
+                out[name] = {"wall_s": t1 - t0, "cpu_s": c1 - c0, "cores": (c1 - c0) / max(t1 - t0, 1e-9)}
+        return out
+
+
+data_rank = DataRankCpu()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
 
@@ -48,6 +95,8 @@ def step(tokens, token_lens, mels, mel_lens):
 #    from memory, so that both see the same load on a shared machine. The copy is not timed.
 kept, timed, samples, interleaved = [], 0.0, 0, 0.0
 start = time.perf_counter()
+if args.warmup == 0:
+    data_rank.mark("start")
 for i, batch in enumerate(feed):
     step(batch.tokens, batch.token_lens, batch.mels, batch.mel_lens)
     now = time.perf_counter()
@@ -60,8 +109,13 @@ for i, batch in enumerate(feed):
     step(*kept[-1][:4])
     if i >= args.warmup:
         interleaved += time.perf_counter() - replay_start
+    if i == args.warmup - 1:
+        data_rank.mark("start")  # outside the timed steps
     start = time.perf_counter()
+data_rank.mark("feed")  # the fed steps after the warm-up (and their interleaved replays)
+timed_batches = len(kept) - args.warmup
 feed.close()
+data_rank.mark("close")
 fed = samples / timed
 replayed_interleaved = samples / interleaved
 
@@ -81,6 +135,7 @@ def timed_pass(batches):
 
 # 2b. The same batches from memory, in a pass of their own after the feed ended.
 replayed = timed_pass((t, tl, m, ml) for t, tl, m, ml, _ in kept)
+data_rank.mark("replay_own_pass")  # the data rank waits for this rank's MPI_Finalize
 
 
 # 3. A DataLoader reading the same samples with h5py, batched as sluice batched them, padded to
@@ -149,12 +204,19 @@ for workers in [int(w) for w in args.workers.split(",")]:
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False, num_workers=workers,
                                          prefetch_factor=4 if workers else 2, persistent_workers=False)
     loaders[workers] = interleaved_pass(loader)
+data_rank.mark("dataloader_passes")
 best = max(loaders, key=lambda w: loaders[w]["eta"])
+phases = data_rank.phases()
+if "feed" in phases:
+    phases["feed"]["batches"] = timed_batches
+    phases["feed"]["cpu_s_per_batch"] = phases["feed"]["cpu_s"] / timed_batches
 print(json.dumps({"steps": len(kept), "batch_size": kept[0][0].size(0), "fed_samples_per_s": fed,
                   "replayed_samples_per_s": replayed, "eta": fed / replayed,
                   "replayed_interleaved_samples_per_s": replayed_interleaved,
                   "eta_interleaved": fed / replayed_interleaved,
                   "dataloader": loaders, "dataloader_best_workers": best,
                   "dataloader_eta_interleaved": loaders[best]["eta"],
-                  "sluice_over_dataloader_eta": (fed / replayed_interleaved) / loaders[best]["eta"]}, indent=1),
+                  "sluice_over_dataloader_eta": (fed / replayed_interleaved) / loaders[best]["eta"],
+                  "sluice_over_best_dataloader_samples_per_s": fed / max(l["samples_per_s"] for l in loaders.values()),
+                  "data_rank_pid": data_rank.pid, "data_rank_cpu": phases}, indent=1),
       flush=True)

@@ -74,7 +74,8 @@ def main():
     feed = sluice.Feed(resume_step=state["resume_step"] if state else None)
     feed.init_process_group()  # gloo on the CPU, nccl on a GPU
     net = TinyTTS(feed.vocab_size, feed.n_mels).to(feed.device)
-    model = DDP(net, device_ids=[feed.gpu] if feed.gpu >= 0 else None)
+    # watch_ddp: the timeline tells DDP's gradient all-reduce wait apart from backward.
+    model = feed.watch_ddp(DDP(net, device_ids=[feed.gpu] if feed.gpu >= 0 else None))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     if state:
         net.load_state_dict(state["model"])

@@ -101,6 +101,7 @@ class Feed:
         self.validation_every = info["validation_every"]      # train.validation_every (0: only at the end)
         self.validation_samples = info["validation_samples"]  # this rank's share of the validation split
         self._batch = None
+        self._bucket_ready_ns = None  # watch_ddp(): when DDP's last gradient bucket of a backward was ready
 
     @property
     def device(self):
@@ -120,6 +121,23 @@ class Feed:
         dist.init_process_group(backend, init_method=f"tcp://{self.rendezvous}", rank=self.rank,
                                 world_size=self.world_size, **kwargs)
         return dist
+
+    def watch_ddp(self, model):
+        """Lets this rank's timeline tell DDP's gradient all-reduce apart from backward. Registers a
+        communication hook on the DistributedDataParallel `model` (the default all-reduce, plus a
+        note of when each gradient bucket is ready); a `backward` span then ends where the last
+        bucket was ready, and the rest of it (waiting for the all-reduce to finish: for slower
+        ranks, or the network) is recorded as allreduce_exposed. Without it a fast rank's backward
+        holds its wait for a slow one, and the report may take the waiting rank for the slow one.
+        Call once, before training; returns `model`."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        def allreduce_noting_ready(process_group, bucket):
+            self._bucket_ready_ns = now_ns()  # on autograd's thread: a plain store
+            return default_hooks.allreduce_hook(process_group, bucket)
+
+        model.register_comm_hook(None, allreduce_noting_ready)
+        return model
 
     def __iter__(self):
         return self
@@ -174,12 +192,20 @@ class Feed:
     @contextlib.contextmanager
     def span(self, stage):
         """Marks a part of the step in this rank's timeline: forward, backward, optimizer,
-        allreduce_exposed, sync, validation or checkpoint. Without spans a step counts as forward."""
+        allreduce_exposed, sync, validation or checkpoint. The step's time outside marked spans
+        counts as forward (all of it without spans): mark a collective the script makes itself
+        (an all_reduce of the loss) as sync, or its wait for other ranks looks like its own work.
+        With watch_ddp(), a backward span is split where DDP's last gradient bucket was ready."""
         start = now_ns()
         try:
             yield
         finally:
-            self._handle.mark(stage, start, now_ns())
+            end, ready = now_ns(), self._bucket_ready_ns
+            if stage == "backward" and ready is not None and start <= ready <= end:
+                self._handle.mark("backward", start, ready)
+                self._handle.mark("allreduce_exposed", ready, end)
+            else:
+                self._handle.mark(stage, start, end)
 
     def close(self):
         """Ends this rank's part: gives the last slot back, waits for the other ranks, writes this

@@ -21,7 +21,7 @@ void check_header_fits(size_t size) {
 // The layout `header` describes, once it is known to be a batch of this version that `size`
 // bytes hold. `end_of_stream_allowed`: a header-only end-of-stream message passes too.
 BatchLayout checked_layout(const BatchHeader& header, size_t size, bool end_of_stream_allowed) {
-  if (header.magic != BatchHeader::expected_magic || header.version != 1) {
+  if (header.magic != BatchHeader::expected_magic || header.version != BatchHeader::current_version) {
     throw DataError("received bytes that are not a sluice batch (bad magic or version): "
                     "data and model ranks run different sluice builds?");
   }

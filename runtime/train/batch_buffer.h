@@ -24,8 +24,9 @@ using BatchBytes = std::pmr::vector<std::byte>;
 
 struct BatchHeader {
   static constexpr uint32_t expected_magic = 0x43424c53;  // "SLBC"
+  static constexpr uint32_t current_version = 2;
   uint32_t magic = expected_magic;
-  uint32_t version = 1;
+  uint32_t version = current_version;
   int64_t epoch = 0;
   int64_t step = 0;
   int32_t bucket = 0;
@@ -34,6 +35,11 @@ struct BatchHeader {
   int32_t max_frames = 0;
   int32_t n_mels = 0;
   int32_t end_of_stream = 0;  // a header-only message: no more batches
+  // The data rank got a stop signal (SIGTERM/SIGUSR1) before it sent this batch; set at the send
+  // (BatchFeeder), after collation. Its model ranks take it as their own signal in the stop
+  // agreement before their next step, so a signal that reached only a data rank still stops the
+  // run at one step on every model rank (version 2).
+  int32_t data_rank_stop = 0;
 };
 
 struct BatchLayout {

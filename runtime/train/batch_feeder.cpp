@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "common/stop_signal.h"
 #include "runtime/train/batch_assembler.h"
 #include "timing/span_recorder.h"
 
@@ -232,7 +233,10 @@ FeedStats BatchFeeder::send_all(const Tasks& tasks, ReadAhead& ahead, uint16_t q
   return stats;
 }
 
-void BatchFeeder::send(const FeedTarget& target, int64_t global, const BatchBytes& bytes, FeedStats& stats) {
+void BatchFeeder::send(const FeedTarget& target, int64_t global, BatchBytes& bytes, FeedStats& stats) {
+  // A stop signal that reached this data rank travels to its model rank with the batch, which
+  // stops the run at the model ranks' next agreement (batch_buffer.h, data_rank_stop).
+  if (stop_requested()) reinterpret_cast<BatchHeader*>(bytes.data())->data_rank_stop = 1;
   const void* payload = bytes.data();
   if (options_.work != nullptr) {
     const auto device_start = Clock::now();

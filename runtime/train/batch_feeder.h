@@ -89,7 +89,7 @@ class BatchFeeder {
   void collate_ahead(int reader_index, const Tasks& tasks, ReadAhead& ahead);
   // The sending thread: every task's batch in order; stops early when a reader failed.
   FeedStats send_all(const Tasks& tasks, ReadAhead& ahead, uint16_t queue_depth_counter);
-  void send(const FeedTarget& target, int64_t global, const BatchBytes& bytes, FeedStats& stats);
+  void send(const FeedTarget& target, int64_t global, BatchBytes& bytes, FeedStats& stats);
 
   cache::CacheReader& reader_;
   const PlanSchedule& schedule_;

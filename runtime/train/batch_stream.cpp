@@ -40,6 +40,7 @@ std::optional<StreamBatch> BatchStream::next() {
   if (next_step_ >= parts_.setup.end_step || stopped_at_ >= 0) return std::nullopt;
   if (agree_to_stop()) {
     stopped_at_ = next_step_;
+    parts_.context.stopped = true;
     return std::nullopt;
   }
 
@@ -54,9 +55,7 @@ std::optional<StreamBatch> BatchStream::next() {
   span.sequence = static_cast<int64_t>(current_->sequence);
   span.bytes = static_cast<int64_t>(current_->bytes);
   timing::SpanRecorder::global().record(span);
-  const double waited = seconds_since(wait_start);
-  wait_s_ += waited;
-  interval_.wait_s += waited;
+  tally_.add_wait(seconds_since(wait_start));
 
   StreamBatch batch;
   batch.global_step = next_step_;
@@ -69,14 +68,16 @@ std::optional<StreamBatch> BatchStream::next() {
     batch.host = BatchPointers::of(current_->data, current_->bytes);
   }
   check_position(batch.host);
+  data_rank_stop_ = data_rank_stop_ || batch.host.header->data_rank_stop != 0;
   batch.epoch = batch.host.header->epoch;
   batch.step = batch.host.header->step;
-  count(batch.host);
+  tally_.count(batch.host);
   // An injected forward delay (debug.delay_stage) is this rank's compute: its own forward span,
   // whether or not the script marks spans.
   const int64_t delay_start_ns = timing::now_ns();
   parts_.context.delay.apply(timing::Stage::forward, parts_.session.rank(), next_step_);
   step_start_ns_ = timing::now_ns();
+  marked_until_ns_ = step_start_ns_;
   if (step_start_ns_ - delay_start_ns > 1000000) {
     timing::Span delay;
     delay.stage = timing::Stage::forward;
@@ -91,28 +92,37 @@ std::optional<StreamBatch> BatchStream::next() {
   return batch;
 }
 
-// The script's step ends where it asks for the next batch: its compute, unless it marked spans.
+// The script's step ends where it asks for the next batch. Its time not inside a span it marked
+// is its own work as well (anything between its spans: a slow data augmentation, a sleep, a
+// host-side .item()): recorded as forward, the stage that never waits on a peer, so that a rank
+// slow outside its marked spans stays the slowest in the report's straggler rule, instead of
+// only its DDP peers' backward (where they wait for it inside the gradient all-reduce) growing.
 void BatchStream::end_step_span() {
   if (!step_open_) return;
   step_open_ = false;
   const int64_t end_ns = timing::now_ns();
-  const double busy = static_cast<double>(end_ns - step_start_ns_) * 1e-9;
-  compute_s_ += busy;
-  interval_.busy_s += busy;
-  if (step_marked_) return;
+  tally_.add_compute(static_cast<double>(end_ns - step_start_ns_) * 1e-9);
+  record_unmarked(end_ns);
+}
+
+void BatchStream::record_unmarked(int64_t until_ns) {
+  // Gaps shorter than this are the script's loop overhead between spans: not worth a span each.
+  constexpr int64_t min_gap_ns = 200000;
+  if (until_ns - marked_until_ns_ < (step_marked_ ? min_gap_ns : 1)) return;
   timing::Span span;
   span.stage = timing::Stage::forward;
-  span.start_ns = step_start_ns_;
-  span.end_ns = end_ns;
+  span.start_ns = marked_until_ns_;
+  span.end_ns = until_ns;
   span.step = next_step_ - 1;
   timing::SpanRecorder::global().record(span);
+  marked_until_ns_ = until_ns;
 }
 
 // Whether any model rank got a stop signal: one all-reduce over the model ranks per step, which
 // every model rank makes before the same global step (a `sync` span; it waits while the other
 // model ranks are alive and names the one that went silent, mpi_gradient_reducer.h).
 bool BatchStream::agree_to_stop() {
-  float flag = stop_requested() ? 1.0f : 0.0f;
+  float flag = stop_requested() || data_rank_stop_ ? 1.0f : 0.0f;
   if (parts_.reducer != nullptr) {
     timing::ScopedSpan span(timing::Stage::sync, std::max(parts_.setup.first_step, next_step_ - 1));
     parts_.reducer->all_reduce_sum(&flag, 1);
@@ -182,8 +192,12 @@ void BatchStream::mark(timing::Stage stage, int64_t start_ns, int64_t end_ns) {
   span.start_ns = start_ns;
   span.end_ns = std::max(start_ns, end_ns);
   span.step = std::max<int64_t>(parts_.setup.first_step, next_step_ - 1);
+  if (step_open_) {
+    step_marked_ = true;
+    record_unmarked(std::min(start_ns, span.end_ns));  // the script's time before this span
+    marked_until_ns_ = std::max(marked_until_ns_, span.end_ns);
+  }
   timing::SpanRecorder::global().record(span);
-  step_marked_ = step_open_ || step_marked_;
 }
 
 // Says whom this rank waited for when the wait fails, in the run's terms (as model_loop.cpp).
@@ -219,29 +233,10 @@ void BatchStream::check_position(const BatchPointers& batch) const {
   }
 }
 
-void BatchStream::count(const BatchPointers& batch) {
-  const int64_t batch_frames = batch.real_frames();
-  frames_ += batch_frames;
-  samples_ += batch.header->batch_size;
-  ++interval_.steps;
-  interval_.samples += batch.header->batch_size;
-  interval_.frames += batch_frames;
-}
-
 void BatchStream::post_status() {
   StatusBoard* board = parts_.context.status;
   if (board == nullptr || !board->due()) return;
-  const double seconds = seconds_since(interval_.start);
-  RankStatus status;
-  status.role = "model";
-  status.step = next_step_;
-  status.end_step = parts_.setup.end_step;
-  status.samples_per_s = double(interval_.samples) / seconds;
-  status.frames_per_s = double(interval_.frames) / seconds;
-  status.input_wait = interval_.wait_s / seconds;
-  status.seconds_per_step = interval_.steps > 0 ? interval_.busy_s / double(interval_.steps) : 0;
-  board->post(status);
-  interval_ = Interval{};
+  board->post(tally_.take_status("model", next_step_, parts_.setup.end_step));
 }
 
 void BatchStream::close() {
@@ -267,10 +262,10 @@ json BatchStream::summary() const {
           {"planned_steps", parts_.setup.end_step - parts_.setup.first_step},
           {"first_step", parts_.setup.first_step},
           {"wall_seconds", elapsed},
-          {"input_wait_seconds", wait_s_},
-          {"compute_seconds", compute_s_},
-          {"samples", samples_},
-          {"frames", frames_},
+          {"input_wait_seconds", tally_.wait_s()},
+          {"compute_seconds", tally_.compute_s()},
+          {"samples", tally_.samples()},
+          {"frames", tally_.frames()},
           {"replay_from_memory", false},
           {"stopped_at", stopped_at_}};
 }

@@ -5,9 +5,10 @@
 // Around each batch it does what the C++ loop (model_loop.h) does: the batch_wait span (its data
 // rank, sequence and bytes), the check of the batch's (epoch, step) against the plan, a sign of
 // life for the finish line and the live status. The time from handing a batch out to the next
-// call of next() is the script's step: recorded as a `forward` span unless the script marked
-// spans of its own in it (mark()), so that the report sees compute and input wait as for a C++
-// rank. debug.delay_stage=forward delays the start of this rank's steps.
+// call of next() is the script's step: the spans it marks (mark()), and its time outside them as
+// `forward` (the whole step when it marks none; gaps of 0.2 ms or more between marks), so that
+// the report sees compute and input wait as for a C++ rank. debug.delay_stage=forward delays the
+// start of this rank's steps.
 //
 // BUFFER LIFETIME. A batch points into its receive slot (host memory, or the rank's GPU on a GPU
 // transport) and stays valid until the next call of next() or close(), which give the slot and
@@ -15,9 +16,11 @@
 //
 // STOP (preemption, as the C++ loop's agree_to_stop in model_loop.cpp). Before each batch the
 // model ranks agree, with one all-reduce over their communicator, whether any of them got
-// SIGTERM or SIGUSR1 (common/stop_signal.h); when one did, next() returns nullopt on every model
-// rank at the same global step, stopped_at() says which, and close() tells the data rank to
-// stop sending. The script checkpoints and resumes with resume_step = stopped_at().
+// SIGTERM or SIGUSR1 (common/stop_signal.h), or received a batch whose data rank got one
+// (BatchHeader::data_rank_stop); when one did, next() returns nullopt on every model rank at the
+// same global step, stopped_at() says which, and close() tells the data rank to stop sending
+// (its send fails on a closed channel, which it takes as the stop). The script checkpoints and
+// resumes with resume_step = stopped_at().
 //
 // VALIDATION (as the C++ loop's mean_validation_loss). This rank's share of the validation split
 // (every model_ranks-th sample, starting at its model index), in batches of train.batch_size
@@ -40,6 +43,7 @@
 #include "runtime/train/batch_assembler.h"
 #include "runtime/train/batch_buffer.h"
 #include "runtime/train/model_side.h"
+#include "runtime/train/step_tally.h"
 #include "runtime/transport/feed_channel.h"
 #include "timing/stage.h"
 
@@ -94,10 +98,11 @@ class BatchStream {
 
  private:
   void end_step_span();
+  // Records the open step's time from the end of its last marked span to `until_ns` as forward.
+  void record_unmarked(int64_t until_ns);
   bool agree_to_stop();
   std::optional<transport::ReceivedBatch> receive();
   void check_position(const BatchPointers& batch) const;
-  void count(const BatchPointers& batch);
   void post_status();
 
   const ModelRankParts parts_;
@@ -108,8 +113,10 @@ class BatchStream {
   bool step_open_ = false;
   bool step_marked_ = false;
   int64_t step_start_ns_ = 0;
+  int64_t marked_until_ns_ = 0;  // the open step is covered by spans up to here
   bool closed_ = false;
   int64_t stopped_at_ = -1;
+  bool data_rank_stop_ = false;  // a batch said its data rank got a stop signal
   // Validation: this rank's sample indices, the pass's position and its batch's bytes.
   std::vector<int64_t> validation_indices_;
   size_t validation_next_ = 0;
@@ -118,13 +125,7 @@ class BatchStream {
   std::unique_ptr<model::FeatureTransform> validation_normalizer_;
   BatchBytes validation_bytes_;
   Clock::time_point started_;
-  double wait_s_ = 0, compute_s_ = 0;
-  int64_t samples_ = 0, frames_ = 0;
-  struct Interval {
-    Clock::time_point start = Clock::now();
-    double wait_s = 0, busy_s = 0;
-    int64_t steps = 0, samples = 0, frames = 0;
-  } interval_;
+  StepTally tally_;  // totals, and the live status's interval since the last post
 };
 
 }  // namespace sluice::runtime

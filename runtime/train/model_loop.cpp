@@ -17,6 +17,7 @@
 #include "runtime/train/batch_views.h"
 #include "runtime/train/checkpoints.h"
 #include "runtime/train/sample_log.h"
+#include "runtime/train/step_tally.h"
 #include "runtime/transport/device_memory.h"
 #include "timing/span_recorder.h"
 
@@ -193,19 +194,15 @@ class ModelLoop {
   std::string last_checkpoint_;
   SampleLog sample_log_;
   std::unique_ptr<ReplayBatches> replay_;
+  bool data_rank_stop_ = false;  // a batch said its data rank got a stop signal
 
   // Steady state for throughput: after a warm-up of a fifth of the steps (at most 10).
   int64_t warmup_ = 0;
   Clock::time_point started_, steady_started_;
   int64_t steady_padded_frames_ = 0;
-  double wait_s_ = 0, compute_s_ = 0, window_loss_ = 0;
-  int64_t window_steps_ = 0, samples_ = 0, frames_ = 0;
-  // The live status covers the interval since the last post.
-  struct Interval {
-    Clock::time_point start = Clock::now();
-    double wait_s = 0, busy_s = 0;
-    int64_t steps = 0, samples = 0, frames = 0;
-  } interval_;
+  double window_loss_ = 0;
+  int64_t window_steps_ = 0;
+  StepTally tally_;  // totals, and the live status's interval since the last post
   json losses_ = json::array(), validations_ = json::array();
 };
 
@@ -244,7 +241,7 @@ ModelLoop::ModelLoop(const MpiSession& session, const TrainSettings& settings, c
 
 json ModelLoop::run() {
   started_ = steady_started_ = Clock::now();
-  interval_ = Interval{};
+  tally_.restart_interval();
   int64_t stopped_at = -1;  // the step a stop signal ended the run at, if one did
   for (int64_t global = setup_.first_step; global < setup_.end_step;) {
     if (global == setup_.first_step + warmup_) {
@@ -257,8 +254,7 @@ json ModelLoop::run() {
     // the slot is free to release when it returns.
     const model::StepResult result =
         train_step(batch.on_device ? view_of(*batch.on_device) : view_of(batch.host), global);
-    compute_s_ += seconds_since(start);
-    interval_.busy_s += seconds_since(start);
+    tally_.add_compute(seconds_since(start));
     count(batch.host);
     sample_log_.trained(batch.host, global);
     if (feed_.channel != nullptr) feed_.channel->release(*batch.received);
@@ -268,6 +264,7 @@ json ModelLoop::run() {
     losses_.push_back(result.loss);
     if (agree_to_stop(global, result.loss) && global < setup_.end_step) {
       stopped_at = global;
+      context_.stopped = true;
       break;
     }
     if (global % settings_.log_every == 0 || global == setup_.end_step) log_progress(global, result);
@@ -298,9 +295,7 @@ LoopBatch ModelLoop::next_batch(int64_t global) {
     span.bytes = static_cast<int64_t>(batch.received->bytes);
   }
   timing::SpanRecorder::global().record(span);
-  const double waited = seconds_since(start);
-  wait_s_ += waited;
-  interval_.wait_s += waited;
+  tally_.add_wait(seconds_since(start));
   if (batch.received && feed_.device_batches) {
     batch.on_device = DeviceBatch::of(batch.received->data, batch.received->bytes, &transport::copy_device_to_host);
   }
@@ -309,6 +304,7 @@ LoopBatch ModelLoop::next_batch(int64_t global) {
                                  : BatchPointers::of(batch.received->data, batch.received->bytes);
   if (replay_) batch.on_device = replay_->on_device(batch.host);
   check_position(batch.host, global);
+  data_rank_stop_ = data_rank_stop_ || batch.host.header->data_rank_stop != 0;
   return batch;
 }
 
@@ -371,21 +367,17 @@ model::StepResult ModelLoop::train_step(const model::BatchView& batch, int64_t g
 }
 
 void ModelLoop::count(const BatchPointers& batch) {
-  const int64_t batch_frames = batch.real_frames();
-  frames_ += batch_frames;
-  samples_ += batch.header->batch_size;
-  ++interval_.steps;
-  interval_.samples += batch.header->batch_size;
-  interval_.frames += batch_frames;
+  tally_.count(batch);
   steady_padded_frames_ += int64_t{batch.header->batch_size} * batch.header->max_frames;
 }
 
-// Every model rank agrees, at the same step, whether any of them got a stop signal (preemption)
-// and whether any of them saw a non-finite loss: one all-reduce of two floats per step. A
+// Every model rank agrees, at the same step, whether any of them got a stop signal (preemption),
+// or a batch from a data rank that got one (BatchHeader::data_rank_stop), and whether any of
+// them saw a non-finite loss: one all-reduce of two floats per step. A
 // non-finite loss ends the run on every model rank at once (stop_on_nonfinite_loss), before
 // anything is logged or checkpointed from the diverged state.
 bool ModelLoop::agree_to_stop(int64_t done, double loss) {
-  float flags[2] = {stop_requested() ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f};
+  float flags[2] = {stop_requested() || data_rank_stop_ ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f};
   if (reducer_ != nullptr) {
     timing::ScopedSpan span(timing::Stage::sync, done - 1);
     reducer_->all_reduce_sum(flags, 2);
@@ -430,7 +422,8 @@ void ModelLoop::log_progress(int64_t done, const model::StepResult& result) {
   if (logs_and_checkpoints_) {
     logger()->info("step {}/{} (epoch {}) loss {:.4f} lr {:.2e} | {:.1f} samples/s {:.0f} frames/s per rank | input wait {:.1f}%",
                    done, setup_.end_step, setup_.schedule->position(done - 1).epoch, buffer[0] / buffer[1],
-                   result.lr, double(samples_) / elapsed, double(frames_) / elapsed, 100.0 * wait_s_ / elapsed);
+                   result.lr, double(tally_.samples()) / elapsed, double(tally_.frames()) / elapsed,
+                   100.0 * tally_.wait_s() / elapsed);
   }
   window_loss_ = 0;
   window_steps_ = 0;
@@ -438,17 +431,7 @@ void ModelLoop::log_progress(int64_t done, const model::StepResult& result) {
 
 void ModelLoop::post_status(int64_t done) {
   if (context_.status == nullptr || !context_.status->due()) return;
-  const double seconds = seconds_since(interval_.start);
-  RankStatus status;
-  status.role = to_string(setup_.roles.at(session_.rank()).role);
-  status.step = done;
-  status.end_step = setup_.end_step;
-  status.samples_per_s = double(interval_.samples) / seconds;
-  status.frames_per_s = double(interval_.frames) / seconds;
-  status.input_wait = interval_.wait_s / seconds;
-  status.seconds_per_step = interval_.steps > 0 ? interval_.busy_s / double(interval_.steps) : 0;
-  context_.status->post(status);
-  interval_ = Interval{};
+  context_.status->post(tally_.take_status(to_string(setup_.roles.at(session_.rank()).role), done, setup_.end_step));
 }
 
 // Between steps (the end of the run validates and checkpoints in finish()).
@@ -474,8 +457,11 @@ void ModelLoop::finish(int64_t stopped_at) {
     // Checkpoint first, then tell the data rank to stop sending.
     if (logs_and_checkpoints_) {
       checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, stopped_at));
-      logger()->warn("{} received: stopped after global step {} with a checkpoint; rerun with --resume to "
-                     "continue with the next unseen batch", stop_signal_name(), stopped_at);
+      logger()->warn("{}: stopped after global step {} with a checkpoint; rerun with --resume to continue with the "
+                     "next unseen batch",
+                     stop_requested() ? std::string(stop_signal_name()) + " received"
+                                      : std::string("a stop signal on another rank"),
+                     stopped_at);
     }
     if (feed_.channel != nullptr) feed_.channel->close();
     return;
@@ -496,10 +482,10 @@ json ModelLoop::summary(int64_t stopped_at, double elapsed, double steady_s) con
           {"role", "model"},
           {"steps", setup_.end_step - setup_.first_step},
           {"wall_seconds", elapsed},
-          {"input_wait_seconds", wait_s_},
-          {"compute_seconds", compute_s_},
-          {"samples", samples_},
-          {"frames", frames_},
+          {"input_wait_seconds", tally_.wait_s()},
+          {"compute_seconds", tally_.compute_s()},
+          {"samples", tally_.samples()},
+          {"frames", tally_.frames()},
           {"replay_from_memory", feed_.channel == nullptr},
           {"stopped_at", stopped_at},
           {"steady_steps", setup_.end_step - setup_.first_step - warmup_},

@@ -257,7 +257,7 @@ void run_one_process(RankRun& run, json& rank_stats) {
   }
   data_thread.join();
   // After a stop signal the trainer shut the channel: the feed's error is the expected end.
-  if (feed_error && !stop_requested()) std::rethrow_exception(feed_error);
+  if (feed_error && !stop_requested() && !run.context.stopped) std::rethrow_exception(feed_error);
   rank_stats["feed"] = feed_stats_json(feed_stats, run.session.rank());
   run.timeline.channels.push_back(channel_json(options.name, run.session.rank(), "receive", pair.receiver->stats()));
 }
@@ -298,9 +298,18 @@ void run_data_rank(RankRun& run, json& rank_stats) {
   } catch (const TransportError&) {
     run.context.waiting_for = feeder.last_target_rank();
     add_channel_stats();
-    if (!stop_requested()) throw;
-    // The model ranks checkpointed and shut their channels: the expected end of a stop.
-    rank_stats = json{{"rank", rank}, {"role", "data"}, {"stopped", stop_signal_name()}};
+    // The model ranks checkpointed and shut their channels: the expected end of a stop, whether
+    // the signal reached this rank or only a model rank (they agree on the stop among themselves).
+    const auto closed = std::find_if(targets.begin(), targets.end(), [&](const FeedTarget& t) {
+      return t.rank == feeder.last_target_rank() && t.channel->receiver_closed();
+    });
+    if (!stop_requested() && closed == targets.end()) throw;
+    run.context.stopped = true;
+    run.context.waiting_for = -1;
+    rank_stats = json{{"rank", rank},
+                      {"role", "data"},
+                      {"stopped", stop_requested() ? std::string(stop_signal_name())
+                                                   : "rank " + std::to_string(closed->rank) + " closed its feed"}};
   }
   if (run.timeline.channels.empty()) add_channel_stats();
 }
@@ -482,8 +491,9 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
     throw;
   }
   write_rank_stats(session, settings.run_dir, rank_stats);
-  rank_timing.write_finished(settings.run_dir, stop_requested() ? "stopped" : "finished", rank_stats, timeline_tag);
-  return stop_requested() ? train_stopped : 0;
+  const bool stopped = stop_requested() || context.stopped;
+  rank_timing.write_finished(settings.run_dir, stopped ? "stopped" : "finished", rank_stats, timeline_tag);
+  return stopped ? train_stopped : 0;
 }
 
 }  // namespace sluice::runtime

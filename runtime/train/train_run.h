@@ -49,6 +49,11 @@ struct RankContext {
   int waiting_for = -1;
   // train.normalize_mels and the masks, with the cache's statistics (feature_settings()).
   model::FeatureTransformSettings features;
+  // The run stopped early on purpose: the model ranks agreed to stop after a stop signal reached
+  // any rank (this one, another model rank, or a data rank: BatchHeader::data_rank_stop), or, on
+  // a data rank, its model ranks closed their channels at such a stop. The rank's timeline then
+  // says "stopped" and it exits train_stopped, whichever rank the signal reached.
+  bool stopped = false;
 };
 
 }  // namespace sluice::runtime

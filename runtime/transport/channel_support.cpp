@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
-#include <thread>
 
 #include <xxhash.h>
 
@@ -66,16 +65,6 @@ void StatsCounter::add_wait(double wait_s) {
 ChannelStats StatsCounter::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
-}
-
-void PollBackoff::pause(bool transferring) {
-  constexpr int spin_polls = 64;
-  if (transferring || polls_++ < spin_polls) {
-    std::this_thread::yield();
-    return;
-  }
-  std::this_thread::sleep_for(sleep_);
-  sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(1000));
 }
 
 uint64_t checksum(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/clock.h"
+#include "common/poll_backoff.h"
 #include "runtime/transport/feed_channel.h"
 
 namespace sluice::transport::detail {
@@ -73,20 +74,9 @@ class StatsCounter {
   ChannelStats stats_;
 };
 
-// The pause between polls of a wait. Waiting for the peer to act (a credit, a header): spins
-// (yielding) for the first polls so that a batch about to land costs no sleep, then sleeps 20 us
-// doubling up to 1 ms, so that a long wait neither burns a core nor notices a peer's abort later
-// than ~1 ms. Moving a batch (`transferring`): only yields, because MPI moves a large message
-// only while both ranks poll it (with shared-memory fragments, each poll moves a few of them),
-// and a sleeping poller throttled 8 MiB batches to 0.07 GB/s in bench_transport.
-class PollBackoff {
- public:
-  void pause(bool transferring = false);
-
- private:
-  int polls_ = 0;
-  std::chrono::microseconds sleep_{20};
-};
+// The pause between polls of a wait (common/poll_backoff.h): spins briefly, then sleeps longer
+// the longer the wait lasts, so that an idle endpoint costs nearly nothing.
+using sluice::PollBackoff;
 
 // XXH3-64 of host bytes.
 uint64_t checksum(const void* data, size_t bytes);

@@ -122,7 +122,7 @@ class CudaIpcSendChannel final : public detail::MpiFeedSender {
     SLUICE_CUDA_CHECK(cudaEventRecord(copied_->get(), stream_->get()));
     wait_for([&] { return detail::event_done(copied_->get()); }, deadline,
              "the copy of batch " + std::to_string(header.sequence) + " into the receiver's slot",
-             true);  // a device copy: done in microseconds, and the receiver waits for its header
+             bytes);  // a device copy: done in microseconds, and the receiver waits for its header
     // The bytes are in place: the header tells the receiver so.
     send_header(header);
   }

@@ -18,8 +18,9 @@
 //     trainer makes d wait in send(), never drop or overwrite.
 //  4. End of stream and shutdown are explicit messages. d's close() sends "end after N batches";
 //     m's receive() returns nullopt once it has handed out all N. m's close() sends "shutdown":
-//     a send() waiting for a credit fails at once. An endpoint destroyed without close(), or
-//     failed, tells its peer "aborted", and the peer's waits fail at once.
+//     a send() waiting for a credit fails at once, and receiver_closed() then says that the
+//     receiver chose to stop. An endpoint destroyed without close(), or failed, tells its peer
+//     "aborted", and the peer's waits fail at once.
 //  5. Deadlines tell slow from dead (LIVENESS in common/mpi_session.h). A blocking call waits as
 //     long as its peer is alive, however long the peer's step, read or checkpoint takes; it
 //     fails once the peer rank has given no sign of life (the process's heartbeat) for timeout_s
@@ -104,6 +105,10 @@ class SendChannel {
   // End of stream: tells the receiver that no batch follows the ones sent. Does not wait for the
   // receiver to consume them. Idempotent; send() after close() throws.
   virtual void close() = 0;
+  // Whether the receiver closed its end (ReceiveChannel::close(): it stopped on purpose, e.g. at
+  // a stop the model ranks agreed on after a signal), as opposed to failing or being destroyed
+  // without close(). Known once a send() saw it (that send() failed); from any thread.
+  virtual bool receiver_closed() const = 0;
   virtual ChannelStats stats() const = 0;
 };
 

@@ -36,7 +36,7 @@ class MpiSendChannel final : public detail::MpiFeedSender {
             check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(batch)");
             return done != 0;
           },
-          deadline, "the receiver to take batch " + std::to_string(header.sequence), true);
+          deadline, "the receiver to take batch " + std::to_string(header.sequence), bytes);
     } catch (...) {
       // MPI may still read `data` until the run ends; nothing here waits for it.
       if (request != MPI_REQUEST_NULL) {

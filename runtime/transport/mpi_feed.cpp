@@ -1,6 +1,7 @@
 #include "runtime/transport/mpi_feed.h"
 
 #include <algorithm>
+#include <string>
 
 #include "common/log.h"
 
@@ -20,6 +21,58 @@ void check_peer(const MpiSession& session, int peer, const ChannelOptions& optio
                       std::to_string(session.rank()) + " of " + std::to_string(session.size()) +
                       "); use the inproc transport inside one rank");
   }
+}
+
+// Whether MPI moves a large message into the receiver's memory without the sender's polls: Open
+// MPI's shared-memory transport with a single-copy mechanism (CMA, XPMEM, KNEM), where the
+// receiver copies straight out of the sender's buffer. Without one (btl_vader_single_copy_mechanism
+// = none, common in containers without ptrace rights), the bytes move in fragments, each handed
+// out inside the sender's own MPI calls, so the receiver waits for the sender's next poll.
+// Read once from Open MPI's MPI_T control variable; with any other MPI, or without the variable
+// (a single process, no shared-memory transport loaded): false, the sender's polls are needed.
+// It describes the node's shared memory, which is what feed channels use: the role plan keeps a
+// data rank and its model ranks on one node (a channel between nodes would be paced as if the
+// receiver copied alone, and its batches would wait up to a poll for the sender).
+bool receiver_copies_alone() {
+  static const bool alone = [] {
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) return false;
+    bool found = false;
+    int count = 0;
+    MPI_T_cvar_get_num(&count);
+    for (int i = 0; i < count && !found; ++i) {
+      char name[256], description[1024];
+      int name_length = sizeof(name), description_length = sizeof(description), verbosity = 0, binding = 0, scope = 0;
+      MPI_Datatype type;
+      MPI_T_enum values = MPI_T_ENUM_NULL;
+      if (MPI_T_cvar_get_info(i, name, &name_length, &verbosity, &type, &values, description, &description_length,
+                              &binding, &scope) != MPI_SUCCESS ||
+          std::string(name) != "btl_vader_single_copy_mechanism" || type != MPI_INT || values == MPI_T_ENUM_NULL) {
+        continue;
+      }
+      MPI_T_cvar_handle handle;
+      int elements = 0, value = -1;
+      if (MPI_T_cvar_handle_alloc(i, nullptr, &handle, &elements) != MPI_SUCCESS) break;
+      if (elements == 1 && MPI_T_cvar_read(handle, &value) == MPI_SUCCESS) {
+        int items = 0;
+        char enum_name[256];
+        int enum_length = sizeof(enum_name);
+        MPI_T_enum_get_info(values, &items, enum_name, &enum_length);
+        for (int k = 0; k < items; ++k) {
+          char item[256];
+          int item_length = sizeof(item), item_value = 0;
+          if (MPI_T_enum_get_item(values, k, &item_value, item, &item_length) == MPI_SUCCESS && item_value == value) {
+            found = std::string(item) != "none";
+          }
+        }
+      }
+      MPI_T_cvar_handle_free(&handle);
+      break;
+    }
+    MPI_T_finalize();
+    return found;
+  }();
+  return alone;
 }
 
 template <typename Message>
@@ -105,7 +158,8 @@ MpiFeedSender::MpiFeedSender(const MpiSession& session, int receiver, const Chan
       names_{options.name, transport, "sender", describe_peer(session, receiver)},
       comm_(session.world()),
       watch_(session, receiver, options.timeout_s),
-      small_(session.world(), receiver) {
+      small_(session.world(), receiver),
+      moves_alone_(receiver_copies_alone()) {
   check_peer(session, receiver, options, transport.c_str());
 }
 
@@ -169,6 +223,7 @@ void MpiFeedSender::take_control() {
   ControlMessage message;
   while (try_receive(comm_, peer_, feed_tag(options_.channel_id, FeedTag::to_sender), message)) {
     receiver_stopped_ = true;
+    receiver_closed_ = message.kind == ControlKind::shutdown;
     receiver_stop_reason_ = message.kind == ControlKind::shutdown
                                 ? "the receiver shut the channel down"
                                 : "the receiver aborted (destroyed without close(), or failed)";
@@ -176,15 +231,34 @@ void MpiFeedSender::take_control() {
 }
 
 void MpiFeedSender::wait_for(const std::function<bool()>& done, Deadline deadline, const std::string& awaited,
-                             bool transferring) {
-  PollBackoff backoff;
+                             size_t moving_bytes) {
+  // A batch that needs this rank's polls to move (receiver_copies_alone) moves once the receiver
+  // is in receive(), which this rank learns only at a poll: those polls stay short (1 ms).
+  PollBackoff backoff(moving_bytes > 0 && !moves_alone_ ? PollBackoff::short_cap : PollBackoff::default_max_sleep);
+  // Whether the receiver is in receive() now, so that the bytes move while both ends poll: it
+  // held no slot when this batch was sent, or it gave a slot back since (a new credit).
+  bool receiver_receiving = receiver_starved_;
   while (true) {
     if (done()) return;
     take_control();
     if (receiver_stopped_) fail(failure_text(receiver_stop_reason_ + " while this sender waited for " + awaited));
     small_.progress();
     if (watch_.gone(deadline)) fail(watch_.failure(names_, awaited, last()));
-    backoff.pause(transferring);
+    if (moving_bytes == 0) {
+      backoff.pause();
+      continue;
+    }
+    const size_t credits = credits_.size();
+    take_credits();
+    if (credits_.size() > credits) {
+      receiver_receiving = true;
+      backoff.reset();
+    }
+    if (receiver_receiving) {
+      backoff.pause_moving(moving_bytes);
+    } else {
+      backoff.pause();
+    }
   }
 }
 
@@ -217,6 +291,8 @@ void MpiFeedSender::send(const void* data, size_t bytes) {
           "a credit (a free slot): all " + std::to_string(options_.slots) +
               " slots are filled and not yet released by the receiver");
     }
+    // Every slot free here: the receiver holds none, so it waits for this batch now.
+    receiver_starved_ = credits_.size() >= static_cast<size_t>(options_.slots);
     const int slot = credits_.front();
     credits_.pop_front();
     const double wait_s = seconds_since(start);
@@ -367,10 +443,11 @@ std::optional<ReceivedBatch> MpiFeedReceiver::receive() {
   const auto start = Clock::now();
   const Deadline deadline = deadline_after(options_.timeout_s);
   PollBackoff backoff;
+  bool moving = false;
   try {
     while (true) {
       progress();
-      bool transferring = false;  // the next batch's header is here, its bytes are moving
+      size_t moving_bytes = 0;  // the next batch's header is here, its bytes are moving
       if (!granted_.empty()) {
         const int slot = granted_.front();
         Slot& s = slots_[static_cast<size_t>(slot)];
@@ -395,7 +472,7 @@ std::optional<ReceivedBatch> MpiFeedReceiver::receive() {
           stats_.add_batch(header.bytes, wait_s, seconds_since(checking));
           return ReceivedBatch{slot, header.sequence, slot_data(slot), header.bytes};
         }
-        transferring = s.header_seen;
+        if (s.header_seen) moving_bytes = header.bytes;
       }
       if (end_after_ && delivered_ >= *end_after_) {
         ended_ = true;
@@ -414,7 +491,13 @@ std::optional<ReceivedBatch> MpiFeedReceiver::receive() {
         fail(describe_timeout(names_, options_.timeout_s, awaited, last(), held));
       }
       if (watch_.gone(deadline)) fail(watch_.failure(names_, awaited, last()));
-      backoff.pause(transferring);
+      if (moving_bytes > 0) {
+        if (!moving) backoff.reset();  // the bytes start to move now, however long the header took
+        moving = true;
+        backoff.pause_moving(moving_bytes);
+      } else {
+        backoff.pause();
+      }
     }
   } catch (const TransportError& error) {
     if (failure_.failed()) throw;

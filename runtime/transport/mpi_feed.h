@@ -12,6 +12,7 @@
 //   k=5 setup       either  transport set-up (cuda_ipc slot handles, NCCL unique id)
 // m posts its MPI_Irecv for a slot's header (and payload) before it sends the slot's credit, so
 // receives are matched in grant order, which is the order d uses credits in.
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -103,6 +104,7 @@ class MpiFeedSender : public SendChannel {
   ~MpiFeedSender() override;
   void send(const void* data, size_t bytes) final;
   void close() final;
+  bool receiver_closed() const final { return receiver_closed_.load(); }
   ChannelStats stats() const final { return stats_.snapshot(); }
 
  protected:
@@ -120,10 +122,15 @@ class MpiFeedSender : public SendChannel {
   void send_header(const BatchHeader& header);
   // Polls `done` until it returns true; meanwhile watches the receiver's control messages
   // (shutdown, abort: fail at once) and its liveness (PeerWatch: fail naming `awaited` once the
-  // receiver is silent; `deadline` applies only without a heartbeat). `transferring`:
-  // bytes are moving (poll without sleeping, see PollBackoff).
+  // receiver is silent; `deadline` applies only without a heartbeat). `moving_bytes` > 0: a
+  // batch of that many bytes is on its way. Whether it needs this rank's polls to move depends
+  // on MPI (Open MPI's shared memory with a single-copy mechanism lets the receiver copy it
+  // alone; without one, fragments move only while both ends poll), and it can move only while
+  // the receiver is inside receive(): so the polls spin (PollBackoff::pause_moving) when the
+  // receiver held no slot at send() or a credit arrives meanwhile (it gave a slot back and is
+  // receiving now), and otherwise slow down as any wait does (a receiver busy with its step).
   void wait_for(const std::function<bool()>& done, Deadline deadline, const std::string& awaited,
-                bool transferring = false);
+                size_t moving_bytes = 0);
   [[noreturn]] void fail(const std::string& message);
   std::string failure_text(const std::string& what, const std::string& hint = "") const;
 
@@ -143,9 +150,12 @@ class MpiFeedSender : public SendChannel {
   StatsCounter stats_;
   SmallSends small_;
   std::deque<int> credits_;
+  bool receiver_starved_ = false;  // at the current send(): every slot was free (see wait_for)
+  const bool moves_alone_;          // MPI moves a batch without this rank's polls (mpi_feed.cpp)
   uint64_t next_sequence_ = 0;
   bool closed_ = false;
   bool receiver_stopped_ = false;
+  std::atomic<bool> receiver_closed_{false};  // its stop was a shutdown, not an abort
   std::string receiver_stop_reason_;
 };
 

@@ -92,6 +92,11 @@ class SlotPairSender final : public SendChannel {
     state_->changed.notify_all();
   }
 
+  bool receiver_closed() const override {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->receiver_shut_down;
+  }
+
   ChannelStats stats() const override { return stats_.snapshot(); }
 
  private:

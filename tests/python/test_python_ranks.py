@@ -19,6 +19,7 @@ import unittest
 SLUICE, SLUICE_PYTHON, MPIEXEC = os.environ["SLUICE"], os.environ["SLUICE_PYTHON"], os.environ["MPIEXEC"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE = os.path.join(HERE, "feed_probe.py")
+DDP_PROBE = os.path.join(HERE, "ddp_probe.py")
 EXAMPLE = os.environ["EXAMPLE"]
 # Plain python3 (this interpreter) imports sluice when the extension module is built.
 PYTHON3 = sys.executable if os.environ.get("SLUICE_PYTHON_EXTENSION") == "ON" else SLUICE_PYTHON
@@ -31,6 +32,68 @@ COMMON = ["--set", "train.batch_size=4", "--set", "train.n_buckets=2", "--set", 
 def read_json(path):
     with open(path) as file:
         return json.load(file)
+
+
+def data_rank_pid(run_dir):
+    """The sluice data rank of the run in `run_dir` (not mpirun, whose command line names it too)."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline") as file:
+                argv = file.read().split("\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == "sluice" and argv[1:2] == ["train"] and run_dir in argv:
+            return int(pid)
+    raise AssertionError("no sluice data rank with --run-dir " + run_dir)
+
+
+class CpuQuota:
+    """A child cgroup holding its processes to `quota_us` of CPU per `period_us` (cgroup v2 cpu.max,
+    else v1 cpu.cfs_*), removed on close(); `ok` is False where cgroups are not writable."""
+
+    def __init__(self, name, quota_us, period_us):
+        self.dir = None
+        v2 = "/sys/fs/cgroup"
+        if os.path.exists(os.path.join(v2, "cgroup.controllers")):
+            candidates = [(v2, lambda d: write(os.path.join(d, "cpu.max"), f"{quota_us} {period_us}"))]
+            try:
+                write(os.path.join(v2, "cgroup.subtree_control"), "+cpu")
+            except OSError:
+                pass
+        else:
+            candidates = [("/sys/fs/cgroup/cpu", lambda d: (write(os.path.join(d, "cpu.cfs_period_us"), str(period_us)),
+                                                            write(os.path.join(d, "cpu.cfs_quota_us"), str(quota_us))))]
+        for root, configure in candidates:
+            path = os.path.join(root, name)
+            try:
+                os.mkdir(path)
+                configure(path)
+                self.dir = path
+            except OSError:
+                if os.path.isdir(path):
+                    os.rmdir(path)
+
+    @property
+    def ok(self):
+        return self.dir is not None
+
+    def move(self, pid):
+        write(os.path.join(self.dir, "cgroup.procs"), str(pid))
+
+    def close(self):
+        if self.dir is None:
+            return
+        for _ in range(50):  # its processes leave when they end
+            with open(os.path.join(self.dir, "cgroup.procs")) as file:
+                if not file.read().strip():
+                    break
+            time.sleep(0.1)
+        os.rmdir(self.dir)
+
+
+def write(path, text):
+    with open(path, "w") as file:
+        file.write(text)
 
 
 def run(command, timeout=240):
@@ -200,14 +263,17 @@ class PythonRanks(unittest.TestCase):
         # 113 training samples (test_every_planned_batch_once_per_epoch_and_resume); the rest validate.
         self.assertEqual(len(shares[0] | shares[1]) + 113, read_json(os.path.join(self.cache, "manifest.json"))["totals"]["samples"])
 
-    # Preemption: SIGUSR1 to mpirun (what slurm/train.sbatch sends on SIGTERM) reaches every rank;
-    # the Python ranks' feeds end at one agreed step, the script can checkpoint, the job exits 4
-    # (stopped), and a run resumed at that step starts with the next unseen batch.
-    def test_sigusr1_to_mpirun_stops_the_python_ranks_at_one_step(self):
-        name = "stop"
-        ready = os.path.join(self.work, "stop-ready")
+    # Starts a long run of the probe, sends SIGUSR1 once model rank 0 trained 3 batches (`target`:
+    # "mpirun", "python1" model rank 1 only, "data" the sluice data rank only), and checks that
+    # the Python ranks' feeds ended at one agreed step, each probe's feed.close() returned 4, the
+    # job exited 4 (stopped) and the data rank's timeline says stopped; then that a run resumed at
+    # that step starts with the next unseen batch. Returns the records.
+    def stop_and_resume(self, name, target):
+        ready = os.path.join(self.work, name + "-ready")
         out = os.path.join(self.work, name + "-rank{rank}.json")
-        run_dir, command = self.command(name, 100000, [PROBE, out, "--pace", "0.05", "--ready-after", "3", ready])
+        pid_file = os.path.join(self.work, name + "-pid-{rank}")
+        run_dir, command = self.command(name, 100000, [PROBE, out, "--pace", "0.05", "--ready-after", "3", ready,
+                                                       "--pid-file", pid_file])
         job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 180
         while not os.path.exists(ready) and job.poll() is None and time.monotonic() < deadline:
@@ -215,8 +281,23 @@ class PythonRanks(unittest.TestCase):
         if not os.path.exists(ready):
             job.kill()
             self.fail("the Python ranks did not start training:\n" + job.communicate()[0])
-        job.send_signal(signal.SIGUSR1)
-        output, _ = job.communicate(timeout=180)
+        if target == "mpirun":
+            job.send_signal(signal.SIGUSR1)
+        elif target == "python1":
+            with open(pid_file.format(rank=1)) as file:
+                os.kill(int(file.read()), signal.SIGUSR1)
+        else:
+            os.kill(data_rank_pid(run_dir), signal.SIGUSR1)
+        try:
+            output, _ = job.communicate(timeout=180)
+        except subprocess.TimeoutExpired:  # the run went on: it did not stop
+            job.terminate()  # mpirun ends its ranks on SIGTERM
+            try:
+                output, _ = job.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                output, _ = job.communicate()
+            self.fail(f"SIGUSR1 to {target} did not stop the job:\n" + output)
         self.assertEqual(job.returncode, 4, output)  # train_stopped (docs/operations.md)
         records = self.records(name)
         self.assertEqual(len(records), 2, output)
@@ -225,16 +306,38 @@ class PythonRanks(unittest.TestCase):
         self.assertGreaterEqual(stopped_at, 3)
         for record in records:
             self.assertEqual(record["stopped_at"], stopped_at)
-            self.assertEqual(record["stop_signal"], "SIGUSR1")
             self.assertEqual(record["exit"], 4)
             self.assertEqual([b["global_step"] for b in record["batches"]], list(range(stopped_at)))
-        self.assertEqual(read_json(os.path.join(run_dir, "timeline", "rank-0.json"))["status"], "stopped")
+        data_rank = read_json(os.path.join(run_dir, "timeline", "rank-0.json"))
+        self.assertEqual(data_rank["status"], "stopped", output)
+        self.assertIn("stopped", read_json(os.path.join(run_dir, "ranks", "rank-0.json")))
 
-        _, code, output, resumed = self.probe("stop-resumed", stopped_at + 3,
+        _, code, output, resumed = self.probe(name + "-resumed", stopped_at + 3,
                                               probe_args=["--resume-step", str(stopped_at)])
         self.assertEqual(code, 0, output)
         for record in resumed:
             self.assertEqual([b["global_step"] for b in record["batches"]], [stopped_at, stopped_at + 1, stopped_at + 2])
+        return records
+
+    # Preemption: SIGUSR1 to mpirun (what slurm/train.sbatch sends on SIGTERM) reaches every rank;
+    # the Python ranks' feeds end at one agreed step, the script can checkpoint, the job exits 4
+    # (stopped), and a run resumed at that step starts with the next unseen batch.
+    def test_sigusr1_to_mpirun_stops_the_python_ranks_at_one_step(self):
+        for record in self.stop_and_resume("stop", "mpirun"):
+            self.assertEqual(record["stop_signal"], "SIGUSR1")
+
+    # SIGUSR1 to one Python rank only (not mpirun): the model ranks' agreement stops both at one
+    # step; the data rank, whose channels they close, takes that as the stop (exit 4, "stopped").
+    def test_sigusr1_to_one_python_rank_stops_the_job_at_one_step(self):
+        records = {r["rank"]: r for r in self.stop_and_resume("stop-one", "python1")}
+        self.assertEqual(records[1]["stop_signal"], "SIGUSR1")
+        self.assertIsNone(records[0]["stop_signal"])  # it stopped by the agreement alone
+
+    # SIGUSR1 to the data rank only: the next batch it sends says so (data_rank_stop), the model
+    # ranks stop at one step as if they had the signal, and the job exits 4.
+    def test_sigusr1_to_the_data_rank_stops_the_job_at_one_step(self):
+        for record in self.stop_and_resume("stop-data", "data"):
+            self.assertIsNone(record["stop_signal"])
 
     # One Python rank sleeps 0.8 s in each step: the report names it, and only it, as the straggler.
     def test_sleeping_python_rank_is_named_straggler(self):
@@ -245,6 +348,71 @@ class PythonRanks(unittest.TestCase):
         stragglers = [v for v in report["verdicts"] if v["kind"] == "straggler"]
         self.assertEqual([v["rank"] for v in stragglers], [sleeper], report["verdicts"])
 
+
+    # DDP (gloo) between the two Python ranks, model rank 1 sleeping 0.5 s in each step: outside
+    # the spans it marks, and separately inside its forward span. Its DDP peer waits for it inside
+    # backward, in the gradient all-reduce. The report names the sleeper, and only it, as the
+    # straggler; the peer's wait is its exposed all-reduce (feed.watch_ddp), not its own work.
+    def test_ddp_straggler_is_the_slow_rank_not_its_waiting_peer(self):
+        for where in ("gap", "forward"):
+            with self.subTest(sleep_in=where):
+                name = "ddp-sleep-" + where
+                out = os.path.join(self.work, name + "-rank{rank}.json")
+                run_dir, code, output = self.job(name, 28, [DDP_PROBE, out, "--sleep-rank", "1", "0.5",
+                                                            "--sleep-in", where])
+                self.assertEqual(code, 0, output)
+                slow, fast = (read_json(out.format(rank=r))["mpi_rank"] for r in (1, 0))
+                report = read_json(os.path.join(run_dir, "report.json"))
+                stragglers = [v["rank"] for v in report["verdicts"] if v["kind"] == "straggler"]
+                self.assertEqual(stragglers, [slow], report["verdicts"])
+                exposed = {m["rank"]: m["stages"]["allreduce_exposed"]["per_step"]["p50"] for m in report["model_ranks"]}
+                self.assertGreater(exposed[fast], 0.3, report["model_ranks"])
+                self.assertLess(exposed[slow], 0.1, report["model_ranks"])
+
+    # The same DDP pair with model rank 1 held to 0.2 cores from outside, by a cgroup CPU quota (2
+    # ms of every 10 ms, so every step is slowed, not one in ten): the report says the quota held
+    # it (descheduled), never takes its waiting peer for the straggler, and names it the straggler
+    # when its own work per step is clearly the longer (as the C++ ranks' quota test,
+    # tests/runtime/test_report_external_faults.cpp).
+    def test_ddp_rank_under_a_cpu_quota_is_the_straggler_not_its_peer(self):
+        quota = CpuQuota(f"sluice-test-python-quota-{os.getpid()}", 2000, 10000)
+        if not quota.ok:
+            self.skipTest("no writable cgroup cpu controller here (needs root and /sys/fs/cgroup)")
+        name = "ddp-quota"
+        out = os.path.join(self.work, name + "-rank{rank}.json")
+        pid_file = os.path.join(self.work, name + "-pid-{rank}")
+        try:
+            run_dir, command = self.command(name, 40, [DDP_PROBE, out, "--pid-file", pid_file])
+            job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            deadline = time.monotonic() + 180
+            while not os.path.exists(pid_file.format(rank=1)) and job.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not os.path.exists(pid_file.format(rank=1)):
+                job.kill()
+                self.fail("model rank 1 never set up DDP:\n" + job.communicate()[0])
+            with open(pid_file.format(rank=1)) as file:
+                quota.move(int(file.read()))
+            output, _ = job.communicate(timeout=300)
+        finally:
+            quota.close()
+        self.assertEqual(job.returncode, 0, output)
+        slow, fast = (read_json(out.format(rank=r))["mpi_rank"] for r in (1, 0))
+        report = read_json(os.path.join(run_dir, "report.json"))
+        held = [v for v in report["verdicts"] if v["kind"] == "descheduled"]
+        self.assertEqual([v["rank"] for v in held], [slow], report["verdicts"])
+        self.assertEqual(held[0]["numbers"]["cause"], "cpu_quota", held[0])
+        stragglers = [v["rank"] for v in report["verdicts"] if v["kind"] == "straggler"]
+        self.assertNotIn(fast, stragglers, report["verdicts"])
+        ranks = {m["rank"]: m for m in report["model_ranks"]}
+        exposed = {r: m["stages"]["allreduce_exposed"]["per_step"]["p50"] for r, m in ranks.items()}
+        self.assertGreater(exposed[fast], exposed[slow], report["model_ranks"])  # the peer waits in the all-reduce
+        busy = {r: m["busy_seconds"]["p50"] for r, m in ranks.items()}
+        if busy[slow] >= 2 * busy[fast]:
+            self.assertEqual(stragglers, [slow], report["verdicts"])
+        else:
+            print(f"note: the quota made rank {slow}'s own work {busy[slow]:.3f} s per step against {busy[fast]:.3f} "
+                  "s: not clearly longer on this machine, so only the descheduled verdict is required", flush=True)
+            self.assertLessEqual(len(stragglers), 1, report["verdicts"])
 
     # Another process stops one Python rank 180 ms of every 200 ms (SIGSTOP, SIGCONT) while it
     # trains: the report names it, and only it, as descheduled (stopped or starved of CPU), as it

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "runtime/train/batch_buffer.h"
+#include "runtime/train/step_tally.h"
 
 namespace sluice::runtime {
 namespace {
@@ -115,6 +116,31 @@ TEST(BatchBuffer, MaxBatchBytesCoversTheLargestBucket) {
   EXPECT_EQ(batch_bytes(plan.buckets()[1], 80), large);
   EXPECT_EQ(max_batch_bytes(plan, 80), large);
   EXPECT_EQ(max_batch_bytes(plan, 80), max_batch_bytes(BatchPlan::build(split, config, 2, 7), 80));
+}
+
+// StepTally (runtime/train/step_tally.h): what both model sides count of a batch and report.
+TEST(StepTally, CountsABatchAndReportsTheIntervalThenStartsAnother) {
+  BatchBytes bytes;
+  two_sample_batch(bytes);
+  StepTally tally;
+  tally.count(BatchPointers::of(bytes.data(), bytes.size()));
+  tally.add_wait(0.5);
+  tally.add_compute(1.5);
+  const RankStatus status = tally.take_status("model", 3, 10);
+  EXPECT_EQ(status.role, "model");
+  EXPECT_EQ(status.step, 3);
+  EXPECT_EQ(status.end_step, 10);
+  EXPECT_DOUBLE_EQ(status.seconds_per_step, 1.5);
+  EXPECT_GT(status.samples_per_s, 0);
+  EXPECT_DOUBLE_EQ(status.frames_per_s / status.samples_per_s, 13.0);  // 26 real frames, 2 samples
+  EXPECT_EQ(tally.samples(), 2);
+  EXPECT_EQ(tally.frames(), 26);
+  EXPECT_DOUBLE_EQ(tally.wait_s(), 0.5);
+  EXPECT_DOUBLE_EQ(tally.compute_s(), 1.5);
+  const RankStatus next = tally.take_status("model", 3, 10);  // a new interval: nothing in it yet
+  EXPECT_EQ(next.seconds_per_step, 0);
+  EXPECT_EQ(next.samples_per_s, 0);
+  EXPECT_EQ(tally.samples(), 2);  // the totals stay
 }
 
 }  // namespace

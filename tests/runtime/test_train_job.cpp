@@ -315,5 +315,28 @@ TEST_F(TrainJob, SigtermCheckpointsAndResumeContinues) {
   EXPECT_EQ(read_json(run_dir / "ranks" / "rank-1.json")["steps"], 3);
 }
 
+// A stop signal that reaches only some ranks (SIGUSR1 to the data rank alone, then to one model
+// rank alone, not to mpirun) stops the run at one step all the same: the data rank passes its
+// signal on in the batches it sends, the model ranks agree, the data rank takes its closed
+// channels as the stop. Every rank's timeline says stopped, a checkpoint is written, exit 4.
+TEST_F(TrainJob, SignalToOneRankStopsEveryRankAtOneStep) {
+  for (const int target : {0, 2}) {
+    SCOPED_TRACE("SIGUSR1 to rank " + std::to_string(target) + " only");
+    const fs::path run_dir = scratch("stopped-by-rank-" + std::to_string(target));
+    const auto result = test::interrupt_ranks(train(3, run_dir, 100000), run_dir, SIGUSR1, {target});
+    ASSERT_GE(result.seconds, 0) << "the run did not start training:\n" << result.output;
+    EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) == 4) << result.output;
+    EXPECT_NE(result.output.find("a stop signal on another rank: stopped after global step"), std::string::npos)
+        << result.output;  // model rank 1 logs; the signal reached rank 0 or 2
+    const int64_t stopped = read_json(run_dir / "checkpoints" / "latest.json")["global_step"].get<int64_t>();
+    EXPECT_GE(stopped, 5);
+    for (int rank : {1, 2}) EXPECT_EQ(read_json(run_dir / "ranks" / ("rank-" + std::to_string(rank) + ".json"))["stopped_at"], stopped);
+    for (int rank : {0, 1, 2}) {
+      EXPECT_EQ(read_json(run_dir / "timeline" / ("rank-" + std::to_string(rank) + ".json"))["status"], "stopped") << rank;
+    }
+    EXPECT_TRUE(read_json(run_dir / "ranks" / "rank-0.json").contains("stopped"));
+  }
+}
+
 }  // namespace
 }  // namespace sluice

@@ -238,25 +238,49 @@ TEST_P(FeedChannelSuite, FastSenderWaitsForASlowReceiver) {
       });
 }
 
-// The receiver's close() (shutdown) makes a sender waiting for a credit fail at once.
+// The receiver's close() (shutdown) makes a sender waiting for a credit fail at once, and the
+// sender knows it was the receiver's choice (receiver_closed).
 TEST_P(FeedChannelSuite, ReceiverShutdownUnblocksAWaitingSender) {
   const ChannelOptions options = options_for(*harness_, 4096, long_deadline_s);
   harness_->run(
       options,
       [&](SenderSide& side) {
         for (int s = 0; s < options.slots; ++s) side.channel->send(side.stage(pattern(s, 64)), 64);
+        EXPECT_FALSE(side.channel->receiver_closed());
         side.barrier();
         const auto start = Clock::now();
         const std::string error = message_of([&] { side.channel->send(side.stage(pattern(9, 64)), 64); });
         EXPECT_LT(seconds_since(start), options.timeout_s / 4);
         EXPECT_NE(error.find("shut the channel down"), std::string::npos) << error;
         EXPECT_NE(error.find(side.peer), std::string::npos) << error;
+        EXPECT_TRUE(side.channel->receiver_closed());
       },
       [&](ReceiverSide& side) {
         for (int s = 0; s < options.slots; ++s) ASSERT_TRUE(side.channel->receive().has_value());
         side.barrier();
         std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the sender is waiting now
         side.channel->close();
+      });
+}
+
+// A receiver destroyed mid-stream (no close(): a failed model rank) makes a waiting sender fail at
+// once, and that is not a close.
+TEST_P(FeedChannelSuite, ReceiverAbortIsNotAClose) {
+  const ChannelOptions options = options_for(*harness_, 4096, long_deadline_s);
+  harness_->run(
+      options,
+      [&](SenderSide& side) {
+        for (int s = 0; s < options.slots; ++s) side.channel->send(side.stage(pattern(s, 64)), 64);
+        side.barrier();
+        const std::string error = message_of([&] { side.channel->send(side.stage(pattern(9, 64)), 64); });
+        EXPECT_NE(error.find("aborted"), std::string::npos) << error;
+        EXPECT_FALSE(side.channel->receiver_closed());
+      },
+      [&](ReceiverSide& side) {
+        for (int s = 0; s < options.slots; ++s) ASSERT_TRUE(side.channel->receive().has_value());
+        side.barrier();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the sender is waiting now
+        side.channel.reset();
       });
 }
 
