@@ -98,21 +98,20 @@ json RankCpu::to_json() const {
 RankStalls RankStalls::of(const timing::RankTimeline& aligned) {
   RankStalls r;
   std::tie(r.spans_start, r.spans_end) = span_extent(aligned);
-  if (aligned.resources.is_object()) {
-    for (const auto& s : aligned.resources.value("stalls", json::array())) {
-      r.stalls.emplace_back(s.at(0).get<int64_t>(), s.at(1).get<int64_t>());
-    }
-    // align_to_reference moves the spans and stalls, not these: they are on the rank's own clock.
-    const json reads = aligned.resources.value("storage_reads", json());
-    r.storage_measured = reads.is_object();
-    if (reads.is_object()) {
-      for (const auto& i : reads.value("intervals", json::array())) {
-        r.storage_reads.push_back({aligned.clock.to_reference(i.at(0).get<int64_t>()),
-                                   aligned.clock.to_reference(i.at(1).get<int64_t>()), i.at(2).get<int64_t>(),
-                                   i.at(3).get<int64_t>()});
-      }
-    }
-  }
+  r.stalls = aligned.stalls;
+  r.storage_reads = aligned.storage_reads;
+  r.storage_measured = aligned.resources.is_object() && aligned.resources.value("storage_reads", json()).is_object();
+  return r;
+}
+
+RankStalls RankStalls::take(timing::RankTimeline& aligned) {
+  RankStalls r;
+  std::tie(r.spans_start, r.spans_end) = span_extent(aligned);
+  r.stalls = std::move(aligned.stalls);
+  r.storage_reads = std::move(aligned.storage_reads);
+  aligned.stalls.clear();
+  aligned.storage_reads.clear();
+  r.storage_measured = aligned.resources.is_object() && aligned.resources.value("storage_reads", json()).is_object();
   return r;
 }
 

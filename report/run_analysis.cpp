@@ -423,10 +423,13 @@ RankTimeline align_to_reference(const RankTimeline& timeline) {
     s.end_ns = timeline.clock.to_reference(s.end_ns);
   }
   for (auto& c : aligned.counters) c.t_ns = timeline.clock.to_reference(c.t_ns);
-  if (aligned.resources.is_object() && aligned.resources.contains("stalls")) {
-    for (auto& stall : aligned.resources["stalls"]) {
-      for (auto& ns : stall) ns = timeline.clock.to_reference(ns.get<int64_t>());
-    }
+  for (auto& [start, end] : aligned.stalls) {
+    start = timeline.clock.to_reference(start);
+    end = timeline.clock.to_reference(end);
+  }
+  for (auto& read : aligned.storage_reads) {
+    read[0] = timeline.clock.to_reference(read[0]);
+    read[1] = timeline.clock.to_reference(read[1]);
   }
   return aligned;
 }
@@ -463,11 +466,10 @@ void summarise_rank(const RankTimeline& raw, TrainAnalysis& a, FirstPass& pass) 
   }
   pass.last_steps[t.rank] = last_step;
   collect_flow_ends(raw, t, pass.sends, pass.receives);
-  pass.stalls[t.rank] = RankStalls::of(t);
+  pass.stalls[t.rank] = RankStalls::take(t);
   a.volume.push_back({t.rank, pass.stalls[t.rank].spans_start, pass.stalls[t.rank].spans_end,
                       t.spans.size() + t.counters.size()});
   t.spans = {};
-  if (t.resources.is_object()) t.resources.erase("stalls");
   a.timelines.push_back(std::move(t));
 }
 

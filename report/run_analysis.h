@@ -51,8 +51,8 @@ inline constexpr std::array<Stage, 7> data_stages = {Stage::cache_read,     Stag
 // "rank 3 · host · GPU1 · model" (GPU shown as CPU when the rank has none).
 std::string describe_rank(const RankTimeline& timeline);
 
-// The same timeline with every span, counter sample and stall interval (resources.stalls) on the
-// reference (rank 0) clock.
+// The same timeline with every span, counter sample, stall interval and storage-read interval on
+// the reference (rank 0) clock.
 RankTimeline align_to_reference(const RankTimeline& timeline);
 
 // The position of a model stage in model_step_stages, model_step_stages.size() for any other.
@@ -182,9 +182,9 @@ struct SteadyWindow {
 };
 
 struct TrainAnalysis {
-  // Every rank's timeline aligned to rank 0, sorted by rank, WITHOUT its spans and
-  // resources.stalls (dropped once analysed; the files keep them): identity, status, channels,
-  // settings, summary, counters.
+  // Every rank's timeline aligned to rank 0, sorted by rank, WITHOUT its spans, stalls and
+  // storage reads (dropped once analysed, the intervals kept in `cpu`'s input; the files keep
+  // them): identity, status, channels, settings, summary, counters.
   std::vector<RankTimeline> timelines;
   int world_size = 0;
   nlohmann::json settings = nlohmann::json::object();  // from the first timeline that has them
