@@ -93,8 +93,13 @@ std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<do
 // noisy escapes the z rule; it is a straggler too when its median is at least straggler_min_ratio
 // x the others' and e >= the minimum excess in straggler_consistent_share of its steps (rule
 // "ratio").
-std::vector<StragglerFinding> find_step_stragglers(const std::map<int, std::map<int64_t, double>>& per_rank_step,
-                                                   double reference_seconds);
+// `values`: one per rank and step (of a pair given twice, the last one given counts).
+struct RankStepValue {
+  int rank = 0;
+  int64_t step = 0;
+  double value = 0;
+};
+std::vector<StragglerFinding> find_step_stragglers(std::vector<RankStepValue> values, double reference_seconds);
 
 struct CyclicStall {
   bool found = false;
