@@ -249,17 +249,20 @@ void read_counter_rows(sj::value value, std::vector<CounterSample>& counters) {
   }
 }
 
-// Rows of N integers ([[a, b, ...], ...]); `add` gets each row's first N (a longer row's others
-// are ignored, as the DOM reader did).
-template <size_t N, class Add>
-void read_int_rows(sj::value value, Add&& add) {
+// Rows of N integers ([[a, b, ...], ...]) appended to `out` through `make` (a longer row's other
+// numbers are ignored, as the DOM reader did). Reserved to the exact count first: the report keeps
+// these vectors for every rank, and a doubled capacity is up to twice the memory.
+template <size_t N, class Row, class Make>
+void read_int_rows(sj::value value, std::vector<Row>& out, Make&& make) {
+  sj::array rows = value.get_array().value();
+  out.reserve(out.size() + rows.count_elements().value());
   std::array<int64_t, N> numbers{};
-  for (auto item : value.get_array()) {
+  for (auto item : rows) {
     sj::array row = item.get_array().value();
     auto it = row.begin().value();
     const auto end = row.end().value();
     for (auto& n : numbers) n = next_int(it, end);
-    add(numbers);
+    out.push_back(make(numbers));
   }
 }
 
@@ -274,15 +277,14 @@ json read_resources(sj::value value, RankTimeline& t) {
     sj::value member = field.value().value();
     if (key == "stalls") {
       t.stalls.clear();
-      read_int_rows<2>(member, [&](const std::array<int64_t, 2>& n) { t.stalls.emplace_back(n[0], n[1]); });
+      read_int_rows<2>(member, t.stalls, [](const std::array<int64_t, 2>& n) { return std::make_pair(n[0], n[1]); });
     } else if (key == "storage_reads" && member.type().value() == sj::json_type::object) {
       json reads = json::object();
       for (auto read_field : member.get_object()) {
         std::string read_key(read_field.unescaped_key().value());
         if (read_key == "intervals") {
           t.storage_reads.clear();
-          read_int_rows<4>(read_field.value().value(),
-                           [&](const std::array<int64_t, 4>& n) { t.storage_reads.push_back(n); });
+          read_int_rows<4>(read_field.value().value(), t.storage_reads, [](const std::array<int64_t, 4>& n) { return n; });
         } else {
           reads[read_key] = to_nlohmann(read_field.value().value());
         }
