@@ -410,6 +410,11 @@ HangFacts hang_facts(const std::vector<RankTimeline>& timelines, int world_size,
 
 }  // namespace
 
+const RankCpu* TrainAnalysis::cpu_of(int rank) const {
+  const auto it = std::lower_bound(cpu.begin(), cpu.end(), rank, [](const RankCpu& c, int r) { return c.rank < r; });
+  return it != cpu.end() && it->rank == rank && it->measured ? &*it : nullptr;
+}
+
 double StepRecord::busy_seconds() const {
   return stage(Stage::forward) + stage(Stage::backward) + stage(Stage::optimizer);
 }

@@ -205,6 +205,8 @@ struct TrainAnalysis {
   uint64_t dropped_spans = 0;
   // Per rank, whether it got the CPU over the steady window (cpu_analysis.h), sorted by rank.
   std::vector<RankCpu> cpu;
+  // The rank's entry in `cpu` when it was measured, else null.
+  const RankCpu* cpu_of(int rank) const;
   // Per rank, sorted: the extent of its aligned spans and its spans + counter samples, from which
   // trace.json's selection is planned (chrome_trace.h).
   struct RankVolume {

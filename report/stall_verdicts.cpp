@@ -24,19 +24,6 @@ std::string setting_text(const json& settings, const std::string& key, const std
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
-std::string bandwidth_text(double bytes_per_s) {
-  if (bytes_per_s <= 0) return "n/a";
-  if (bytes_per_s >= 1e9) return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
-  if (bytes_per_s < 1e6) return fmt::format("{:.0f} kB/s", bytes_per_s / 1e3);  // a throttled disk, a slow link
-  return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
-}
-
-std::string bytes_text(double bytes) {
-  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
-  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
-  return fmt::format("{:.0f} kB", bytes / 1e3);
-}
-
 // A baseline bandwidth from any rank's summary (bytes/s), 0 when none was measured.
 double baseline(const TrainAnalysis& a, const std::string& key) {
   for (const auto& t : a.timelines) {
@@ -46,13 +33,7 @@ double baseline(const TrainAnalysis& a, const std::string& key) {
   return 0;
 }
 
-// The rank's CPU facts, or null when it has none.
-const RankCpu* cpu_of(const TrainAnalysis& a, int rank) {
-  for (const auto& c : a.cpu) {
-    if (c.rank == rank && c.measured) return &c;
-  }
-  return nullptr;
-}
+const RankCpu* cpu_of(const TrainAnalysis& a, int rank) { return a.cpu_of(rank); }
 
 // The first descheduled rank of a role ("data" matches data_and_model too), or null.
 const RankCpu* descheduled_in(const TrainAnalysis& a, const std::string& role) {
@@ -129,15 +110,6 @@ const RankCpu* waited_for_storage(const TrainAnalysis& a, const DataRankAnalysis
   return cpu->storage_cpu_cores() < storage_wait_cpu_share * reading_cores ? cpu : nullptr;
 }
 
-// Bytes per second the device delivered while the readers read: storage bytes in the window over
-// the time a reader lane spent in cache_read (lanes read side by side, so the device was busy at
-// least that long). Not the bytes over the read intervals: the kernel counts a read when it is
-// submitted, before a throttled or slow device serves it.
-double storage_rate(const DataRankAnalysis& d, const RankCpu& cpu) {
-  const double reading_s = d.window_seconds * d.busiest_fraction;
-  return reading_s > 0 ? static_cast<double>(cpu.storage_read_bytes) / reading_s : 0;
-}
-
 // The cause of an input-bound run and what to do about it: a descheduled data rank, the feed
 // (batches ready but late), the cache's storage, the readers' CPU, or another data-rank stage.
 void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool queued, StallVerdict& v) {
@@ -166,7 +138,7 @@ void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool q
         pct(busiest->send_exposed_fraction), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
   } else if (const RankCpu* storage = waited_for_storage(a, *busiest)) {
     v.numbers["cause"] = "cache_storage";
-    const double rate = storage_rate(*busiest, *storage);
+    const double rate = storage_bytes_per_second(*busiest, *storage);
     v.numbers["storage_read_bytes"] = storage->storage_read_bytes;
     v.numbers["storage_bytes_per_s"] = rate;
     v.numbers["storage_cpu_cores"] = storage->storage_cpu_cores();
@@ -585,6 +557,25 @@ StallVerdict hang_verdict(const TrainAnalysis& a) {
 }
 
 }  // namespace
+
+std::string bandwidth_text(double bytes_per_s) {
+  if (bytes_per_s <= 0) return "n/a";
+  if (bytes_per_s >= 1e9) return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
+  if (bytes_per_s < 1e6) return fmt::format("{:.0f} kB/s", bytes_per_s / 1e3);  // a throttled disk, a slow link
+  return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
+}
+
+std::string bytes_text(double bytes) {
+  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
+  return fmt::format("{:.0f} kB", bytes / 1e3);
+}
+
+double storage_bytes_per_second(const DataRankAnalysis& d, const RankCpu& cpu) {
+  const auto read = d.stage_fraction.find(Stage::cache_read);
+  const double reading_s = d.window_seconds * (read == d.stage_fraction.end() ? 0 : read->second);
+  return reading_s > 0 ? static_cast<double>(cpu.storage_read_bytes) / reading_s : 0;
+}
 
 json setting(const json& settings, const std::string& key) {
   if (!settings.is_object()) return nullptr;

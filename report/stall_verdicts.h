@@ -128,6 +128,17 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& analysis);
 // what raising train.n_buckets would save. nullopt below the threshold or without the file.
 std::optional<StallVerdict> padding_verdict(const nlohmann::json& padding);
 
+// Bytes per second the cache's storage delivered to data rank `d` while its readers read: the
+// storage bytes in the window (`cpu`, the same rank's) over the time a reader lane spent in
+// cache_read (lanes read side by side, so the device was busy at least that long). Not the bytes
+// over the read intervals: the kernel counts a read when it is submitted, before a throttled or
+// slow device serves it. 0 when the readers did not read.
+double storage_bytes_per_second(const DataRankAnalysis& d, const RankCpu& cpu);
+
+// "12.3 MB/s" ("n/a" for 0), "4.5 MB": how the report writes rates and sizes.
+std::string bandwidth_text(double bytes_per_s);
+std::string bytes_text(double bytes);
+
 // A setting from a timeline's `settings` ("train.checkpoint_every"), flat or nested; null if absent.
 nlohmann::json setting(const nlohmann::json& settings, const std::string& key);
 

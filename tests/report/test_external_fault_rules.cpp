@@ -3,8 +3,11 @@
 // same faults made for real (SIGSTOP, a cgroup CPU quota, a bad corpus) are in
 // tests/runtime/test_report_external_faults.cpp.
 #include <gtest/gtest.h>
+#include <spdlog/fmt/fmt.h>
 
+#include "report/html_report.h"
 #include "report/prep_analysis.h"
+#include "report/report_documents.h"
 #include "report/run_analysis.h"
 #include "report/stall_verdicts.h"
 #include "tests/report/synthetic_run.h"
@@ -205,7 +208,8 @@ TEST(InputBound, ReadersWaitingForTheDeviceNameTheCacheStorage) {
   for (auto& t : timelines) t.set_resources(resources_stopped(t, 0, 200));
   // The data rank sends 2 x 1 MB per step of ~0.18 s: ~11 MB/s; it fetches 8 MB/s from the device.
   set_storage_reads(timelines[0], storage_reads(timelines[0], 8e6, 0.05));
-  auto verdicts = train_verdicts(analyze_train(timelines));
+  const TrainAnalysis analysis = analyze_train(timelines);
+  auto verdicts = train_verdicts(analysis);
   const StallVerdict* input = find(verdicts, "input_bound");
   ASSERT_NE(input, nullptr) << all_text(verdicts);
   EXPECT_EQ(input->rank, 0);
@@ -217,6 +221,22 @@ TEST(InputBound, ReadersWaitingForTheDeviceNameTheCacheStorage) {
   EXPECT_NE(input->summary.find("rank 0's readers waited for the cache's storage"), std::string::npos)
       << input->summary;
   EXPECT_EQ(input->recommendation.find("raise train.reader_threads"), std::string::npos) << input->recommendation;
+  // report.md and report.html show the numbers report.json has: the data rank's bytes from storage
+  // and the rate, and every rank's storage read and the cores it used meanwhile.
+  const double storage_bytes = input->numbers["storage_read_bytes"].get<double>();
+  const std::string from_storage =
+      fmt::format("{} ({:.1f}% of sent) at {}", bytes_text(storage_bytes),
+                  100 * storage_bytes / input->numbers["bytes_sent"].get<double>(),
+                  bandwidth_text(input->numbers["storage_bytes_per_s"].get<double>()));
+  ASSERT_NE(analysis.cpu_of(0), nullptr);
+  const std::string md = train_report_markdown(analysis, verdicts, "run");
+  const std::string html = train_report_html(analysis, verdicts, "run");
+  EXPECT_NE(md.find("| " + from_storage + " |"), std::string::npos) << md;
+  EXPECT_NE(html.find("<td>" + from_storage + "</td>"), std::string::npos);
+  EXPECT_NE(md.find("| " + bytes_text(input->numbers["storage_read_bytes"].get<double>()) + " | 0.05 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(html.find("<td>0.05</td>"), std::string::npos);
 
   set_storage_reads(timelines[0], storage_reads(timelines[0], 8e6, 1.8));  // 2 lanes x 90% on CPU
   verdicts = train_verdicts(analyze_train(timelines));
@@ -227,10 +247,15 @@ TEST(InputBound, ReadersWaitingForTheDeviceNameTheCacheStorage) {
 
   // From the page cache (a few bytes from the device): the readers' own time, not the storage.
   set_storage_reads(timelines[0], storage_reads(timelines[0], 1e5, 0.05));
-  verdicts = train_verdicts(analyze_train(timelines));
+  const TrainAnalysis cached = analyze_train(timelines);
+  verdicts = train_verdicts(cached);
   input = find(verdicts, "input_bound");
   ASSERT_NE(input, nullptr);
   EXPECT_EQ(input->numbers["cause"], "cache_read");
+  // Under 10% of the bytes sent: the table gives the bytes and their share, no device rate.
+  const std::string cell = from_storage_text(cached, cached.data_ranks.at(0));
+  EXPECT_NE(cell.find("% of sent)"), std::string::npos) << cell;
+  EXPECT_EQ(cell.find(" at "), std::string::npos) << cell;
 }
 
 // An all-reduce wait far beyond the baseline on every model rank alike, the ranks on two hosts:
