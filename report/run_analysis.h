@@ -13,10 +13,13 @@
 // rank, only what the verdicts need: its identity, status, channels, summary and counters, and on
 // a model rank one StepRecord per step (about 100 bytes). The spans themselves are dropped once
 // the rank is summarised, except those other ranks' numbers depend on, kept as small intervals:
-// the data ranks' sends and the batch waits naming them (transfer exposure, causality). The data
-// ranks are read a second time, once the steady window (which needs every model rank) is known.
-// So memory is the fixed part per rank plus ~100 bytes per model step and ~70 bytes per batch,
-// not the ~500 bytes per span (and several KB of JSON) of holding every timeline.
+// the data ranks' sends and the batch waits naming them (transfer exposure, causality), and the
+// rank's CPU stall and storage-read intervals (RankStalls: judged against the steady window at
+// the end). The data ranks are read a second time, once the steady window (which needs every
+// model rank) is known. So memory is the fixed part per rank plus ~100 bytes per model step, ~70
+// bytes per batch and 16 bytes per stall interval, not the ~500 bytes per span (and several KB of
+// JSON) of holding every timeline. Nothing that compares a rank with the others copies the
+// others' values per rank (quadratic in ranks): they are pooled and sorted once.
 #include <array>
 #include <functional>
 #include <cstdint>
