@@ -239,8 +239,8 @@ void write_chrome_trace(const std::filesystem::path& file, const TimelineSource&
   std::map<std::tuple<int, int, int64_t>, FlowSend> sends;
   std::vector<FlowWait> waits;
   const auto wanted = [&](int rank) { return std::binary_search(selection.ranks.begin(), selection.ranks.end(), rank); };
-  source(wanted, [&](const RankTimeline& raw) {
-    const RankTimeline t = align_to_reference(raw);
+  source(wanted, [&](RankTimeline raw) {
+    const RankTimeline t = align_to_reference(std::move(raw));
     out.event(json({{"name", "process_name"}, {"ph", "M"}, {"pid", t.rank}, {"tid", 0},
                     {"args", {{"name", describe_rank(t)}}}}).dump());
     out.event(json({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", t.rank}, {"tid", 0},

@@ -73,11 +73,11 @@ struct RankCpu {
   nlohmann::json to_json() const;
 };
 
-// `aligned`: a timeline on the reference clock (align_to_reference also moves the stall
-// intervals). start_ns >= end_ns means the rank's whole life.
+// `aligned`: a timeline on the reference clock (align_to_reference moves its stall and
+// storage-read intervals too). start_ns >= end_ns means the rank's whole life.
 RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, int64_t end_ns);
 
-// The stall intervals of a rank (resources.stalls, aligned) and the extent of its spans, taken
+// The stall and storage-read intervals of a rank (aligned) and the extent of its spans, taken
 // out of its timeline so that the streaming analysis can judge it after the spans are dropped.
 struct RankStalls {
   std::vector<std::pair<int64_t, int64_t>> stalls;
@@ -86,7 +86,10 @@ struct RankStalls {
   bool storage_measured = false;
   int64_t spans_start = INT64_MAX, spans_end = INT64_MIN;
 
+  // of() copies the intervals; take() moves them out of `aligned` (its stalls and storage_reads
+  // are left empty).
   static RankStalls of(const timing::RankTimeline& aligned);
+  static RankStalls take(timing::RankTimeline& aligned);
 };
 
 // The same as above for a timeline whose spans and stalls were taken out into `stalls`.

@@ -5,6 +5,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "report/report_documents.h"
+
 namespace sluice::report {
 namespace {
 
@@ -334,9 +336,25 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
       rows.push_back({d.name, pct(d.stage_fraction.at(Stage::cache_read)), pct(d.stage_fraction.at(Stage::collate)),
                       pct(d.stage_fraction.at(Stage::wait_for_reader)), pct(d.stage_fraction.at(Stage::credit_wait)),
                       pct(d.stage_fraction.at(Stage::send)), std::to_string(d.batches_sent),
-                      d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-"});
+                      d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-", from_storage_text(a, d)});
     }
-    body += table({"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth"},
+    body += table({"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth",
+                   "from storage"},
+                  rows);
+  }
+  if (std::any_of(a.cpu.begin(), a.cpu.end(), [](const RankCpu& c) { return c.measured; })) {
+    body += "<h2>CPU and storage (ran: share of the window the process was not stopped or starved; storage read: bytes "
+            "fetched from block devices in the window)</h2>";
+    rows.clear();
+    for (const auto& c : a.cpu) {
+      if (!c.measured) continue;
+      rows.push_back({c.name + (c.descheduled ? " (descheduled)" : ""), pct(c.ran_fraction), std::to_string(c.stalls),
+                      fmt::format("{:.2f}", c.cpu_cores_mean), c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
+                      fmt::format("{:.1f}", c.throttled_seconds),
+                      c.storage_measured ? bytes_text(static_cast<double>(c.storage_read_bytes)) : "-",
+                      c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
+    }
+    body += table({"rank", "ran", "stalls", "cores used", "CPU quota", "throttled s", "storage read", "cores while reading"},
                   rows);
   }
   return page("sluice train report", body);

@@ -13,6 +13,11 @@ std::string name_of(Stage stage) { return std::string(timing::to_string(stage));
 std::string ms(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
 std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
 
+// The bytes a rank fetched from block devices in the window; "-" when not measured.
+std::string storage_read_text(const RankCpu& c) {
+  return c.storage_measured ? bytes_text(static_cast<double>(c.storage_read_bytes)) : "-";
+}
+
 json stages_json(const std::map<Stage, StageBreakdown>& stages) {
   json j = json::object();
   for (const auto& [stage, b] : stages) j[name_of(stage)] = {{"per_step", b.per_step.to_json()}, {"fraction", b.fraction}};
@@ -59,18 +64,22 @@ void verdict_section(std::string& md, const std::vector<StallVerdict>& verdicts)
   md += "\n";
 }
 
-// Whether each rank got the CPU (the timeline's resources; cpu_analysis.h).
+// Whether each rank got the CPU (the timeline's resources; cpu_analysis.h), and what it fetched
+// from block devices in the window (page-cache misses: the cache's storage on a data rank).
 void cpu_section(std::string& md, const std::vector<RankCpu>& ranks) {
   if (std::none_of(ranks.begin(), ranks.end(), [](const RankCpu& c) { return c.measured; })) return;
-  md += "## CPU (what the OS says; ran = share of the window in which the process was not stopped or starved)\n\n";
+  md += "## CPU and storage (what the OS says; ran = share of the window in which the process was not stopped or "
+        "starved; storage read = bytes fetched from block devices in the window, and the cores the process used "
+        "meanwhile)\n\n";
   md += "| rank | ran | stalls | longest stall s | cores used | CPU quota | throttled s | major faults | "
-        "involuntary switches |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+        "involuntary switches | storage read | cores while reading |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
   for (const auto& c : ranks) {
     if (!c.measured) continue;
-    md += fmt::format("| {}{} | {} | {} | {:.3f} | {:.2f} | {} | {:.1f} | {} | {} |\n", c.name,
+    md += fmt::format("| {}{} | {} | {} | {:.3f} | {:.2f} | {} | {:.1f} | {} | {} | {} | {} |\n", c.name,
                       c.descheduled ? " **descheduled**" : "", pct(c.ran_fraction), c.stalls, c.longest_stall_seconds,
                       c.cpu_cores_mean, c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
-                      c.throttled_seconds, c.major_faults, c.involuntary_switches);
+                      c.throttled_seconds, c.major_faults, c.involuntary_switches, storage_read_text(c),
+                      c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-");
   }
   md += "\n";
 }
@@ -118,6 +127,18 @@ void fate_section(std::string& md, const HangFacts& h) {
 }
 
 }  // namespace
+
+std::string from_storage_text(const TrainAnalysis& a, const DataRankAnalysis& d) {
+  const RankCpu* cpu = a.cpu_of(d.rank);
+  if (!cpu || !cpu->storage_measured) return "-";
+  const auto bytes = static_cast<double>(cpu->storage_read_bytes);
+  const double share = d.bytes_sent > 0 ? bytes / static_cast<double>(d.bytes_sent) : 0;
+  std::string text = fmt::format("{} ({} of sent)", bytes_text(bytes), pct(share));
+  // A rate only where the storage carried a real part of the feed: a few kB of page-cache misses
+  // over a few ms of cache_read would read as a slow device.
+  if (share >= storage_read_min_share) text += " at " + bandwidth_text(storage_bytes_per_second(d, *cpu));
+  return text;
+}
 
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts) {
   std::string text;
@@ -233,18 +254,21 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   if (!a.data_ranks.empty()) {
     md += "\n## Data ranks (share of the steady window; reader stages per reader thread)\n\n";
     md += "| rank | feeds | readers | cache_read | collate | wait_for_reader | credit_wait | send | batches | send "
-          "bandwidth | queue depth | credits |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+          "bandwidth | queue depth | credits | from storage |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
     for (const auto& d : a.data_ranks) {
       std::string feeds;
       for (int r : d.feeds) feeds += (feeds.empty() ? "" : ",") + std::to_string(r);
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} MB/s | {} | {} |\n", d.name, feeds,
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} MB/s | {} | {} | {} |\n", d.name, feeds,
                         d.reader_lanes, pct(d.stage_fraction.at(Stage::cache_read)),
                         pct(d.stage_fraction.at(Stage::collate)), pct(d.stage_fraction.at(Stage::wait_for_reader)),
                         pct(d.stage_fraction.at(Stage::credit_wait)), pct(d.stage_fraction.at(Stage::send)),
                         d.batches_sent, d.send_bandwidth / 1e6,
                         d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-",
-                        d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-");
+                        d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-", from_storage_text(a, d));
     }
+    md += "\nfrom storage: the bytes the data rank fetched from block devices in the steady window (page-cache "
+          "misses), their share of the bytes it sent, and, from a 10% share, the rate over its readers' cache_read time "
+          "(docs/report.md, \"Slow cache storage\").\n";
   }
   md += "\n";
   cpu_section(md, a.cpu);

@@ -22,6 +22,11 @@ std::string train_report_markdown(const TrainAnalysis& analysis, const std::vect
 nlohmann::json prep_report_json(const PrepAnalysis& analysis);
 std::string prep_report_markdown(const PrepAnalysis& analysis, const std::string& cache_dir);
 
+// A data rank's "from storage" cell (markdown and HTML tables): the bytes it fetched from block
+// devices in the steady window, their share of the bytes it sent and, from storage_read_min_share
+// on, the rate over its readers' cache_read time; "-" when not measured.
+std::string from_storage_text(const TrainAnalysis& analysis, const DataRankAnalysis& data_rank);
+
 // The lines a launcher prints: one per verdict, with its recommendation.
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts);
 

@@ -18,6 +18,23 @@ double percentile_of_sorted(const std::vector<double>& values, double p) {
   return values[below] + fraction * (values[above] - values[below]);
 }
 
+// percentile_of_sorted() of `values` as if sorted, for ascending p across calls: partitions
+// values[from..) so that the order statistics it needs are in place, and moves `from` past those
+// below them (they are not needed again).
+double percentile_of_partitioned(std::vector<double>& values, size_t& from, double p) {
+  if (values.empty()) return 0;
+  const double position = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(values.size() - 1);
+  const auto below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, values.size() - 1);
+  const double fraction = position - static_cast<double>(below);
+  const auto at = [&](size_t i) { return values.begin() + static_cast<std::ptrdiff_t>(i); };
+  std::nth_element(at(std::min(from, below)), at(below), values.end());
+  from = below;
+  // Everything after `below` is not smaller than it: the next order statistic is their minimum.
+  const double next = above == below ? values[below] : *std::min_element(at(above), values.end());
+  return values[below] + fraction * (next - values[below]);
+}
+
 }  // namespace
 
 double percentile(std::vector<double> values, double p) {
@@ -126,14 +143,15 @@ Distribution Distribution::of(const std::vector<double>& values) {
   if (values.empty()) return d;
   d.total = std::accumulate(values.begin(), values.end(), 0.0);
   d.mean = d.total / static_cast<double>(values.size());
-  // One sorted copy for the three percentiles (percentile() sorts its own copy each time): the
-  // report pools every model rank's steady steps, hundreds of thousands of values at scale.
-  std::vector<double> sorted = values;
-  std::sort(sorted.begin(), sorted.end());
-  d.p50 = percentile_of_sorted(sorted, 50);
-  d.p95 = percentile_of_sorted(sorted, 95);
-  d.p99 = percentile_of_sorted(sorted, 99);
-  d.max = sorted.back();
+  // The report pools every model rank's steady steps, most of a million values at 4,096 ranks, for
+  // each stage: the order statistics the three percentiles need are found by partitioning one copy
+  // (linear) instead of sorting it. The same values as percentile() on a sorted copy.
+  std::vector<double> partitioned = values;
+  size_t from = 0;
+  d.p50 = percentile_of_partitioned(partitioned, from, 50);
+  d.p95 = percentile_of_partitioned(partitioned, from, 95);
+  d.p99 = percentile_of_partitioned(partitioned, from, 99);
+  d.max = *std::max_element(partitioned.begin() + static_cast<std::ptrdiff_t>(from), partitioned.end());
   return d;
 }
 

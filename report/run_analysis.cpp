@@ -270,13 +270,16 @@ struct FlowEnd {
   }
 };
 
-void collect_flow_ends(const RankTimeline& raw, const RankTimeline& aligned, std::vector<FlowEnd>& sends,
-                       std::vector<FlowEnd>& receives) {
-  for (size_t i = 0; i < aligned.spans.size(); ++i) {
-    const Span& s = aligned.spans[i];
+// `raw` on its own clock: each end on the reference clock and on the rank's own.
+void collect_flow_ends(const RankTimeline& raw, std::vector<FlowEnd>& sends, std::vector<FlowEnd>& receives) {
+  for (const Span& s : raw.spans) {
     if (s.sequence < 0) continue;
-    if (s.stage == Stage::send) sends.push_back({raw.rank, s.peer, s.sequence, s.start_ns, raw.spans[i].start_ns});
-    if (s.stage == Stage::batch_wait) receives.push_back({s.peer, raw.rank, s.sequence, s.end_ns, raw.spans[i].end_ns});
+    if (s.stage == Stage::send) {
+      sends.push_back({raw.rank, s.peer, s.sequence, raw.clock.to_reference(s.start_ns), s.start_ns});
+    }
+    if (s.stage == Stage::batch_wait) {
+      receives.push_back({s.peer, raw.rank, s.sequence, raw.clock.to_reference(s.end_ns), s.end_ns});
+    }
   }
 }
 
@@ -407,6 +410,11 @@ HangFacts hang_facts(const std::vector<RankTimeline>& timelines, int world_size,
 
 }  // namespace
 
+const RankCpu* TrainAnalysis::cpu_of(int rank) const {
+  const auto it = std::lower_bound(cpu.begin(), cpu.end(), rank, [](const RankCpu& c, int r) { return c.rank < r; });
+  return it != cpu.end() && it->rank == rank && it->measured ? &*it : nullptr;
+}
+
 double StepRecord::busy_seconds() const {
   return stage(Stage::forward) + stage(Stage::backward) + stage(Stage::optimizer);
 }
@@ -416,17 +424,20 @@ std::string describe_rank(const RankTimeline& t) {
   return "rank " + std::to_string(t.rank) + " · " + (t.host.empty() ? "?" : t.host) + " · " + device + " · " + t.role;
 }
 
-RankTimeline align_to_reference(const RankTimeline& timeline) {
-  RankTimeline aligned = timeline;
+RankTimeline align_to_reference(RankTimeline aligned) {
+  const timing::ClockAlignment& clock = aligned.clock;
   for (Span& s : aligned.spans) {
-    s.start_ns = timeline.clock.to_reference(s.start_ns);
-    s.end_ns = timeline.clock.to_reference(s.end_ns);
+    s.start_ns = clock.to_reference(s.start_ns);
+    s.end_ns = clock.to_reference(s.end_ns);
   }
-  for (auto& c : aligned.counters) c.t_ns = timeline.clock.to_reference(c.t_ns);
-  if (aligned.resources.is_object() && aligned.resources.contains("stalls")) {
-    for (auto& stall : aligned.resources["stalls"]) {
-      for (auto& ns : stall) ns = timeline.clock.to_reference(ns.get<int64_t>());
-    }
+  for (auto& c : aligned.counters) c.t_ns = clock.to_reference(c.t_ns);
+  for (auto& [start, end] : aligned.stalls) {
+    start = clock.to_reference(start);
+    end = clock.to_reference(end);
+  }
+  for (auto& read : aligned.storage_reads) {
+    read[0] = clock.to_reference(read[0]);
+    read[1] = clock.to_reference(read[1]);
   }
   return aligned;
 }
@@ -443,8 +454,9 @@ struct FirstPass {
 };
 
 // The rank's own numbers, then its timeline kept without spans and stalls.
-void summarise_rank(const RankTimeline& raw, TrainAnalysis& a, FirstPass& pass) {
-  RankTimeline t = align_to_reference(raw);
+void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
+  collect_flow_ends(raw, pass.sends, pass.receives);
+  RankTimeline t = align_to_reference(std::move(raw));
   a.world_size = std::max({a.world_size, t.world_size, t.rank + 1});
   if (a.settings.empty() && !t.settings.empty()) a.settings = t.settings;
   if (a.injected_delay.is_null() && !t.injected_delay.is_null()) a.injected_delay = t.injected_delay;
@@ -462,12 +474,12 @@ void summarise_rank(const RankTimeline& raw, TrainAnalysis& a, FirstPass& pass) 
     if (s.stage == Stage::batch_wait && s.peer >= 0) pass.feed.awaited[s.peer].emplace_back(s.start_ns, s.end_ns);
   }
   pass.last_steps[t.rank] = last_step;
-  collect_flow_ends(raw, t, pass.sends, pass.receives);
-  pass.stalls[t.rank] = RankStalls::of(t);
+  pass.stalls[t.rank] = RankStalls::take(t);
   a.volume.push_back({t.rank, pass.stalls[t.rank].spans_start, pass.stalls[t.rank].spans_end,
                       t.spans.size() + t.counters.size()});
-  t.spans = {};
-  if (t.resources.is_object()) t.resources.erase("stalls");
+  // Freed, not cleared: `t.spans = {}` assigns an empty list and keeps the capacity, which kept
+  // every rank's spans allocated to the end (half the report's memory at 4,096 ranks).
+  std::vector<Span>().swap(t.spans);
   a.timelines.push_back(std::move(t));
 }
 
@@ -532,7 +544,7 @@ TrainAnalysis analyze_train(const std::vector<RankTimeline>& timelines) {
 TrainAnalysis analyze_train(const TimelineSource& source) {
   TrainAnalysis a;
   FirstPass pass;
-  source([](int) { return true; }, [&](const RankTimeline& raw) { summarise_rank(raw, a, pass); });
+  source([](int) { return true; }, [&](RankTimeline raw) { summarise_rank(std::move(raw), a, pass); });
   std::sort(a.timelines.begin(), a.timelines.end(), rank_order);
   std::sort(a.model_ranks.begin(), a.model_ranks.end(), rank_order);
   std::sort(a.volume.begin(), a.volume.end(), rank_order);
@@ -546,9 +558,10 @@ TrainAnalysis analyze_train(const TimelineSource& source) {
   for (const auto& t : a.timelines) {
     if (is_data_role(t.role)) data_ranks.insert(t.rank);
   }
-  source([&](int rank) { return data_ranks.count(rank) > 0; }, [&](const RankTimeline& raw) {
+  source([&](int rank) { return data_ranks.count(rank) > 0; }, [&](RankTimeline raw) {
     if (!is_data_role(raw.role)) return;
-    a.data_ranks.push_back(analyze_data_rank(align_to_reference(raw), a.steady.start_ns, a.steady.end_ns, pass.feed));
+    a.data_ranks.push_back(
+        analyze_data_rank(align_to_reference(std::move(raw)), a.steady.start_ns, a.steady.end_ns, pass.feed));
   });
   std::sort(a.data_ranks.begin(), a.data_ranks.end(), rank_order);
   a.clock.causality = check_causality(pass.sends, pass.receives);

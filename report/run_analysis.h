@@ -13,10 +13,13 @@
 // rank, only what the verdicts need: its identity, status, channels, summary and counters, and on
 // a model rank one StepRecord per step (about 100 bytes). The spans themselves are dropped once
 // the rank is summarised, except those other ranks' numbers depend on, kept as small intervals:
-// the data ranks' sends and the batch waits naming them (transfer exposure, causality). The data
-// ranks are read a second time, once the steady window (which needs every model rank) is known.
-// So memory is the fixed part per rank plus ~100 bytes per model step and ~70 bytes per batch,
-// not the ~500 bytes per span (and several KB of JSON) of holding every timeline.
+// the data ranks' sends and the batch waits naming them (transfer exposure, causality), and the
+// rank's CPU stall and storage-read intervals (RankStalls: judged against the steady window at
+// the end). The data ranks are read a second time, once the steady window (which needs every
+// model rank) is known. So memory is the fixed part per rank plus ~100 bytes per model step, ~70
+// bytes per batch and 16 bytes per stall interval, not the ~500 bytes per span (and several KB of
+// JSON) of holding every timeline. Nothing that compares a rank with the others copies the
+// others' values per rank (quadratic in ranks): they are pooled and sorted once.
 #include <array>
 #include <functional>
 #include <cstdint>
@@ -51,9 +54,9 @@ inline constexpr std::array<Stage, 7> data_stages = {Stage::cache_read,     Stag
 // "rank 3 · host · GPU1 · model" (GPU shown as CPU when the rank has none).
 std::string describe_rank(const RankTimeline& timeline);
 
-// The same timeline with every span, counter sample and stall interval (resources.stalls) on the
-// reference (rank 0) clock.
-RankTimeline align_to_reference(const RankTimeline& timeline);
+// The same timeline with every span, counter sample, stall interval and storage-read interval on
+// the reference (rank 0) clock (in place when given an rvalue: a timeline is ~100 KB of spans).
+RankTimeline align_to_reference(RankTimeline timeline);
 
 // The position of a model stage in model_step_stages, model_step_stages.size() for any other.
 constexpr size_t model_stage_index(Stage stage) {
@@ -182,9 +185,9 @@ struct SteadyWindow {
 };
 
 struct TrainAnalysis {
-  // Every rank's timeline aligned to rank 0, sorted by rank, WITHOUT its spans and
-  // resources.stalls (dropped once analysed; the files keep them): identity, status, channels,
-  // settings, summary, counters.
+  // Every rank's timeline aligned to rank 0, sorted by rank, WITHOUT its spans, stalls and
+  // storage reads (dropped once analysed, the intervals kept in `cpu`'s input; the files keep
+  // them): identity, status, channels, settings, summary, counters.
   std::vector<RankTimeline> timelines;
   int world_size = 0;
   nlohmann::json settings = nlohmann::json::object();  // from the first timeline that has them
@@ -205,6 +208,8 @@ struct TrainAnalysis {
   uint64_t dropped_spans = 0;
   // Per rank, whether it got the CPU over the steady window (cpu_analysis.h), sorted by rank.
   std::vector<RankCpu> cpu;
+  // The rank's entry in `cpu` when it was measured, else null.
+  const RankCpu* cpu_of(int rank) const;
   // Per rank, sorted: the extent of its aligned spans and its spans + counter samples, from which
   // trace.json's selection is planned (chrome_trace.h).
   struct RankVolume {
@@ -219,9 +224,10 @@ struct TrainAnalysis {
 };
 
 // Where the analysis reads timelines from, one at a time: calls `visit` with each timeline whose
-// rank `wanted` accepts (local clocks, in any order); the timeline lives only for the call. A
+// rank `wanted` accepts (local clocks, in any order); the visitor owns what it is given (it aligns
+// it in place and keeps what it needs; a timeline read from a file is moved in, not copied). A
 // source may be asked more than once.
-using TimelineVisitor = std::function<void(const RankTimeline&)>;
+using TimelineVisitor = std::function<void(RankTimeline)>;
 using TimelineSource = std::function<void(const std::function<bool(int rank)>& wanted, const TimelineVisitor& visit)>;
 
 // Timelines held in memory (the tests); `timelines` must outlive the source.

@@ -93,8 +93,13 @@ std::vector<StragglerFinding> find_stragglers(const std::map<int, std::vector<do
 // noisy escapes the z rule; it is a straggler too when its median is at least straggler_min_ratio
 // x the others' and e >= the minimum excess in straggler_consistent_share of its steps (rule
 // "ratio").
-std::vector<StragglerFinding> find_step_stragglers(const std::map<int, std::map<int64_t, double>>& per_rank_step,
-                                                   double reference_seconds);
+// `values`: one per rank and step (of a pair given twice, the last one given counts).
+struct RankStepValue {
+  int rank = 0;
+  int64_t step = 0;
+  double value = 0;
+};
+std::vector<StragglerFinding> find_step_stragglers(std::vector<RankStepValue> values, double reference_seconds);
 
 struct CyclicStall {
   bool found = false;
@@ -122,6 +127,17 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& analysis);
 // padding_waste_moderate of the padded frames are padding, the share per bucket and overall and
 // what raising train.n_buckets would save. nullopt below the threshold or without the file.
 std::optional<StallVerdict> padding_verdict(const nlohmann::json& padding);
+
+// Bytes per second the cache's storage delivered to data rank `d` while its readers read: the
+// storage bytes in the window (`cpu`, the same rank's) over the time a reader lane spent in
+// cache_read (lanes read side by side, so the device was busy at least that long). Not the bytes
+// over the read intervals: the kernel counts a read when it is submitted, before a throttled or
+// slow device serves it. 0 when the readers did not read.
+double storage_bytes_per_second(const DataRankAnalysis& d, const RankCpu& cpu);
+
+// "12.3 MB/s" ("n/a" for 0), "4.5 MB": how the report writes rates and sizes.
+std::string bandwidth_text(double bytes_per_s);
+std::string bytes_text(double bytes);
 
 // A setting from a timeline's `settings` ("train.checkpoint_every"), flat or nested; null if absent.
 nlohmann::json setting(const nlohmann::json& settings, const std::string& key);

@@ -114,10 +114,10 @@ void read_ahead(const std::vector<fs::path>& files, const TimelineVisitor& visit
   };
   refill();
   while (!ahead.empty()) {
-    const timing::RankTimeline timeline = ahead.front().get();
+    timing::RankTimeline timeline = ahead.front().get();
     ahead.pop_front();
     refill();
-    visit(timeline);
+    visit(std::move(timeline));
   }
 }
 

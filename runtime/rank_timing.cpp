@@ -30,7 +30,7 @@ RankTiming::RankTiming(const MpiSession& session, const config::Config& config, 
 
 void RankTiming::take_recording() {
   auto snapshot = timing::SpanRecorder::global().snapshot();
-  timeline_.resources = cpu_watch_.to_json(snapshot.lane_threads);
+  timeline_.set_resources(cpu_watch_.to_json(snapshot.lane_threads));
   timeline_.take(std::move(snapshot));
 }
 

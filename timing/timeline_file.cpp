@@ -20,6 +20,41 @@ void RankTimeline::take(SpanRecorder::Snapshot snapshot) {
   dropped_spans = snapshot.dropped_spans;
 }
 
+void RankTimeline::set_resources(json r) {
+  stalls.clear();
+  storage_reads.clear();
+  if (r.is_object()) {
+    if (const auto it = r.find("stalls"); it != r.end()) {
+      stalls = it->get<std::vector<std::pair<int64_t, int64_t>>>();
+      r.erase(it);
+    }
+    if (const auto reads = r.find("storage_reads"); reads != r.end() && reads->is_object()) {
+      if (const auto it = reads->find("intervals"); it != reads->end()) {
+        storage_reads = it->get<std::vector<std::array<int64_t, 4>>>();
+        reads->erase(it);
+      }
+    }
+  }
+  resources = std::move(r);
+}
+
+namespace {
+
+// `resources` with stalls and storage_reads back in place, as CpuWatch::to_json() wrote them. A
+// list still inside `resources` (assigned directly rather than through set_resources) is written
+// as it is, unless the vector has intervals too.
+json resources_json(const RankTimeline& t) {
+  json r = t.resources;
+  if (!r.is_object()) return r;
+  if (!t.stalls.empty() || !r.contains("stalls")) r["stalls"] = t.stalls;
+  if (const auto reads = r.find("storage_reads"); reads != r.end() && reads->is_object()) {
+    if (!t.storage_reads.empty() || !reads->contains("intervals")) (*reads)["intervals"] = t.storage_reads;
+  }
+  return r;
+}
+
+}  // namespace
+
 json RankTimeline::to_json() const {
   json stage_names = json::array();
   for (int i = 0; i < stage_count; ++i) stage_names.push_back(to_string(static_cast<Stage>(i)));
@@ -53,7 +88,7 @@ json RankTimeline::to_json() const {
           {"injected_delay", injected_delay},
           {"settings", settings},
           {"summary", summary},
-          {"resources", resources}};
+          {"resources", resources_json(*this)}};
 }
 
 RankTimeline RankTimeline::from_json(const json& j, const std::string& source) {
@@ -105,7 +140,7 @@ RankTimeline RankTimeline::from_json(const json& j, const std::string& source) {
     t.injected_delay = j.value("injected_delay", json());
     t.settings = j.value("settings", json::object());
     t.summary = j.value("summary", json::object());
-    t.resources = j.value("resources", json());
+    t.set_resources(j.value("resources", json()));
     return t;
   } catch (const json::exception& error) {
     throw DataError(source + ": malformed timeline: " + error.what());
@@ -214,6 +249,54 @@ void read_counter_rows(sj::value value, std::vector<CounterSample>& counters) {
   }
 }
 
+// Rows of N integers ([[a, b, ...], ...]) appended to `out` through `make` (a longer row's other
+// numbers are ignored, as the DOM reader did). Reserved to the exact count first: the report keeps
+// these vectors for every rank, and a doubled capacity is up to twice the memory.
+template <size_t N, class Row, class Make>
+void read_int_rows(sj::value value, std::vector<Row>& out, Make&& make) {
+  sj::array rows = value.get_array().value();
+  out.reserve(out.size() + rows.count_elements().value());
+  std::array<int64_t, N> numbers{};
+  for (auto item : rows) {
+    sj::array row = item.get_array().value();
+    auto it = row.begin().value();
+    const auto end = row.end().value();
+    for (auto& n : numbers) n = next_int(it, end);
+    out.push_back(make(numbers));
+  }
+}
+
+// resources (CpuWatch::to_json()): its two long lists, the stall intervals and the storage-read
+// intervals (thousands of rows on a loaded machine: most of the file then), straight into the
+// timeline's vectors; every other member through nlohmann, as before.
+json read_resources(sj::value value, RankTimeline& t) {
+  if (value.type().value() != sj::json_type::object) return to_nlohmann(value);
+  json resources = json::object();
+  for (auto field : value.get_object()) {
+    std::string key(field.unescaped_key().value());
+    sj::value member = field.value().value();
+    if (key == "stalls") {
+      t.stalls.clear();
+      read_int_rows<2>(member, t.stalls, [](const std::array<int64_t, 2>& n) { return std::make_pair(n[0], n[1]); });
+    } else if (key == "storage_reads" && member.type().value() == sj::json_type::object) {
+      json reads = json::object();
+      for (auto read_field : member.get_object()) {
+        std::string read_key(read_field.unescaped_key().value());
+        if (read_key == "intervals") {
+          t.storage_reads.clear();
+          read_int_rows<4>(read_field.value().value(), t.storage_reads, [](const std::array<int64_t, 4>& n) { return n; });
+        } else {
+          reads[read_key] = to_nlohmann(read_field.value().value());
+        }
+      }
+      resources[key] = std::move(reads);
+    } else {
+      resources[key] = to_nlohmann(member);
+    }
+  }
+  return resources;
+}
+
 // What a file's members set besides the timeline's own fields: the format, the raw stage column
 // of every span, the stage names, and which required members were there.
 struct ReadState {
@@ -249,7 +332,7 @@ void read_member(std::string_view key, sj::value value, RankTimeline& t, ReadSta
   else if (key == "injected_delay") t.injected_delay = to_nlohmann(value);
   else if (key == "settings") t.settings = to_nlohmann(value);
   else if (key == "summary") t.summary = to_nlohmann(value);
-  else if (key == "resources") t.resources = to_nlohmann(value);
+  else if (key == "resources") t.resources = read_resources(value, t);
   else return;  // a member a later version added: not ours to judge
   state.seen.emplace_back(key);
 }

@@ -32,6 +32,12 @@
 //   resources     CpuWatch::to_json() (timing/cpu_watch.h): CPU time, faults, context switches, the
 //                 intervals in which the process did not run (stopped or starved), its cgroup's
 //                 CPU quota; null when not measured
+//
+// In memory, resources' two long lists (resources.stalls and resources.storage_reads.intervals,
+// thousands of intervals on a loaded machine: most of a file then) are held natively in
+// RankTimeline::stalls and ::storage_reads, as the spans are, and `resources` holds the rest;
+// to_json() puts them back in place, so a file reads and writes back the same.
+#include <array>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -68,10 +74,18 @@ struct RankTimeline {
   nlohmann::json injected_delay;  // null
   nlohmann::json settings = nlohmann::json::object();
   nlohmann::json summary = nlohmann::json::object();
-  nlohmann::json resources;  // null: not measured
+  nlohmann::json resources;  // null: not measured; without `stalls` and `storage_reads.intervals`:
+  // resources.stalls: [start_ns, end_ns] in which no thread of the process ran, on the spans' clock.
+  std::vector<std::pair<int64_t, int64_t>> stalls;
+  // resources.storage_reads.intervals: [start_ns, end_ns, read_bytes, cpu_ns], on the spans' clock
+  // (kept only when resources.storage_reads is an object).
+  std::vector<std::array<int64_t, 4>> storage_reads;
 
   // Takes lanes, spans, counters and dropped_spans from a recorder snapshot.
   void take(SpanRecorder::Snapshot snapshot);
+  // Sets `resources` from CpuWatch::to_json(), its two long lists moved into stalls and
+  // storage_reads. Throws nlohmann's type_error when a list holds something other than intervals.
+  void set_resources(nlohmann::json resources);
   nlohmann::json to_json() const;
   // Throws DataError naming `source` (a file name) on a malformed timeline.
   static RankTimeline from_json(const nlohmann::json& json, const std::string& source);

@@ -7,7 +7,9 @@
 #   STEPS=300         steps of the synthetic template
 #   WORK=/tmp/...     where the run directories go (about 150 KB per rank; removed at the end)
 #   BASELINE=BINARY   also time this `sluice` (another build) on the same directories, each run
-#                     right after the build's own, so both see the same load (rows marked "base")
+#                     right after the build's own, so both see the same load (rows marked "base"),
+#                     and compare the two builds' report.md, report.json, report.html and trace.json
+#                     byte for byte (cmp; a line "same" or "DIFFERENT" per file)
 #
 # report_s is wall time; cpu_s is user + system CPU time, which moves less with the machine's
 # load (the threads that read ahead add CPU time on every core but shorten the wall).
@@ -39,7 +41,15 @@ for n in "${ranks[@]}"; do
   planted=$("$build/bench/report/make_synthetic_run" --ranks "$n" --out "$dir" --steps "${STEPS:-300}" "${from[@]}")
   size=$(du -sm "$dir/timeline" | cut -f1)
   time_report "$build/launcher/sluice" this "$n" "$dir" "$size" "$planted"
-  [ -z "${BASELINE:-}" ] || time_report "$BASELINE" base "$n" "$dir" "$size" "$planted"
+  if [ -n "${BASELINE:-}" ]; then
+    mkdir -p "$work/this-$n"
+    cp "$dir"/report.md "$dir"/report.json "$dir"/report.html "$dir"/trace.json "$work/this-$n/"
+    time_report "$BASELINE" base "$n" "$dir" "$size" "$planted"
+    for f in report.md report.json report.html trace.json; do
+      if cmp -s "$work/this-$n/$f" "$dir/$f"; then echo "       $f: same as base"; else echo "       $f: DIFFERENT from base"; fi
+    done
+    rm -rf "$work/this-$n"
+  fi
   rm -rf "$dir"
 done
 [ -n "${WORK:-}" ] || rm -rf "$work"

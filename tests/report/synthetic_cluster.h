@@ -174,10 +174,13 @@ inline void perturb(timing::RankTimeline& t, double jitter, int64_t skew_ns, std
     t.clock.end->local_ns += skew_ns;
     t.clock.end->offset_ns += skew_ns;
   }
-  if (t.resources.is_object() && t.resources.contains("stalls")) {
-    for (auto& stall : t.resources["stalls"]) {
-      for (auto& ns : stall) ns = ns.get<int64_t>() + skew_ns;
-    }
+  for (auto& [start, end] : t.stalls) {
+    start += skew_ns;
+    end += skew_ns;
+  }
+  for (auto& read : t.storage_reads) {
+    read[0] += skew_ns;
+    read[1] += skew_ns;
   }
 }
 

@@ -3,8 +3,11 @@
 // same faults made for real (SIGSTOP, a cgroup CPU quota, a bad corpus) are in
 // tests/runtime/test_report_external_faults.cpp.
 #include <gtest/gtest.h>
+#include <spdlog/fmt/fmt.h>
 
+#include "report/html_report.h"
 #include "report/prep_analysis.h"
+#include "report/report_documents.h"
 #include "report/run_analysis.h"
 #include "report/stall_verdicts.h"
 #include "tests/report/synthetic_run.h"
@@ -62,7 +65,7 @@ TEST(Descheduled, StoppedDataRankIsNamedInsteadOfTheFeed) {
     EXPECT_NE(find(verdicts, "input_bound")->recommendation.find("train.credits"), std::string::npos);
     EXPECT_EQ(find(verdicts, "descheduled"), nullptr);
   }
-  for (auto& t : timelines) t.resources = resources_stopped(t, t.rank == 0 ? 150 : 0, 200);
+  for (auto& t : timelines) t.set_resources(resources_stopped(t, t.rank == 0 ? 150 : 0, 200));
   const auto analysis = analyze_train(timelines);
   const auto verdicts = train_verdicts(analysis);
   const StallVerdict* d = find(verdicts, "descheduled");
@@ -87,7 +90,7 @@ TEST(Descheduled, StoppedDataRankIsNamedInsteadOfTheFeed) {
 TEST(Descheduled, RanksStarvedAlikeNameNoRank) {
   SyntheticTrain run;
   auto timelines = make_train_timelines(run);
-  for (auto& t : timelines) t.resources = resources_stopped(t, 100, 200);
+  for (auto& t : timelines) t.set_resources(resources_stopped(t, 100, 200));
   const auto analysis = analyze_train(timelines);
   EXPECT_EQ(find(train_verdicts(analysis), "descheduled"), nullptr);
   for (const auto& c : analysis.cpu) EXPECT_NEAR(c.ran_fraction, 0.5, 0.03) << c.name;
@@ -107,7 +110,7 @@ TEST(Straggler, NoisyRankUnderACpuQuotaIsNamedByTheRatioRule) {
   auto timelines = make_train_timelines(run);
   for (auto& t : timelines) {
     t.summary["allreduce_baseline_bytes_per_s"] = 1e9;
-    t.resources = resources_stopped(t, t.rank == 2 ? 80 : 0, 100);
+    t.set_resources(resources_stopped(t, t.rank == 2 ? 80 : 0, 100));
     if (t.rank == 2) {
       t.resources["cgroup"] = {{"path", "/sys/fs/cgroup/x"}, {"quota_cores", 0.2}, {"throttled_seconds", 30.0},
                                {"throttled_periods", 300}};
@@ -138,7 +141,7 @@ TEST(Straggler, NoisyRankUnderACpuQuotaIsNamedByTheRatioRule) {
 TEST(Descheduled, ARankUsingItsWholeQuotaIsHeldByIt) {
   SyntheticTrain run;
   auto timelines = make_train_timelines(run);
-  for (auto& t : timelines) t.resources = resources_stopped(t, t.rank == 2 ? 23 : 5, 100);
+  for (auto& t : timelines) t.set_resources(resources_stopped(t, t.rank == 2 ? 23 : 5, 100));
   auto& held = timelines[2].resources;
   held["cpu_cores_mean"] = 0.204;
   held["cgroup"] = {{"path", "/sys/fs/cgroup/cpu/q"}, {"quota_cores", 0.2}, {"throttled_periods", 809},
@@ -170,7 +173,7 @@ TEST(CommunicationBound, WaitBeyondTheBaselineWithoutStragglerNamesNone) {
 }
 
 // What CpuWatch records for a process that fetched `bytes_per_s` from a block device over its
-// spans, in 250 ms intervals, using `cores` of CPU meanwhile.
+// spans, in 250 ms intervals, using `cores` of CPU meanwhile (resources.storage_reads).
 json storage_reads(const timing::RankTimeline& t, double bytes_per_s, double cores) {
   int64_t start = INT64_MAX, end = INT64_MIN;
   for (const auto& s : t.spans) {
@@ -187,6 +190,14 @@ json storage_reads(const timing::RankTimeline& t, double bytes_per_s, double cor
   return {{"read_bytes", total}, {"sample_ms", 250}, {"intervals", intervals}, {"intervals_dropped", 0}};
 }
 
+// `t`'s resources with storage_reads replaced by `reads` (its intervals into t.storage_reads).
+void set_storage_reads(timing::RankTimeline& t, const json& reads) {
+  json resources = t.resources;
+  resources["stalls"] = t.stalls;
+  resources["storage_reads"] = reads;
+  t.set_resources(resources);
+}
+
 // Readers busy in cache_read while their process hardly uses a CPU and fetches from the device as
 // much as it sends: the cache's storage is the limit, named with its rate; not reader threads.
 // The same readers on the CPU (as many cores as they are busy) are short of reader threads.
@@ -194,10 +205,11 @@ TEST(InputBound, ReadersWaitingForTheDeviceNameTheCacheStorage) {
   SyntheticTrain run;
   run.batch_wait = 0.08;
   auto timelines = make_train_timelines(run);
-  for (auto& t : timelines) t.resources = resources_stopped(t, 0, 200);
+  for (auto& t : timelines) t.set_resources(resources_stopped(t, 0, 200));
   // The data rank sends 2 x 1 MB per step of ~0.18 s: ~11 MB/s; it fetches 8 MB/s from the device.
-  timelines[0].resources["storage_reads"] = storage_reads(timelines[0], 8e6, 0.05);
-  auto verdicts = train_verdicts(analyze_train(timelines));
+  set_storage_reads(timelines[0], storage_reads(timelines[0], 8e6, 0.05));
+  const TrainAnalysis analysis = analyze_train(timelines);
+  auto verdicts = train_verdicts(analysis);
   const StallVerdict* input = find(verdicts, "input_bound");
   ASSERT_NE(input, nullptr) << all_text(verdicts);
   EXPECT_EQ(input->rank, 0);
@@ -209,8 +221,24 @@ TEST(InputBound, ReadersWaitingForTheDeviceNameTheCacheStorage) {
   EXPECT_NE(input->summary.find("rank 0's readers waited for the cache's storage"), std::string::npos)
       << input->summary;
   EXPECT_EQ(input->recommendation.find("raise train.reader_threads"), std::string::npos) << input->recommendation;
+  // report.md and report.html show the numbers report.json has: the data rank's bytes from storage
+  // and the rate, and every rank's storage read and the cores it used meanwhile.
+  const double storage_bytes = input->numbers["storage_read_bytes"].get<double>();
+  const std::string from_storage =
+      fmt::format("{} ({:.1f}% of sent) at {}", bytes_text(storage_bytes),
+                  100 * storage_bytes / input->numbers["bytes_sent"].get<double>(),
+                  bandwidth_text(input->numbers["storage_bytes_per_s"].get<double>()));
+  ASSERT_NE(analysis.cpu_of(0), nullptr);
+  const std::string md = train_report_markdown(analysis, verdicts, "run");
+  const std::string html = train_report_html(analysis, verdicts, "run");
+  EXPECT_NE(md.find("| " + from_storage + " |"), std::string::npos) << md;
+  EXPECT_NE(html.find("<td>" + from_storage + "</td>"), std::string::npos);
+  EXPECT_NE(md.find("| " + bytes_text(input->numbers["storage_read_bytes"].get<double>()) + " | 0.05 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(html.find("<td>0.05</td>"), std::string::npos);
 
-  timelines[0].resources["storage_reads"] = storage_reads(timelines[0], 8e6, 1.8);  // 2 lanes x 90% on CPU
+  set_storage_reads(timelines[0], storage_reads(timelines[0], 8e6, 1.8));  // 2 lanes x 90% on CPU
   verdicts = train_verdicts(analyze_train(timelines));
   input = find(verdicts, "input_bound");
   ASSERT_NE(input, nullptr) << all_text(verdicts);
@@ -218,11 +246,16 @@ TEST(InputBound, ReadersWaitingForTheDeviceNameTheCacheStorage) {
   EXPECT_NE(input->recommendation.find("raise train.reader_threads"), std::string::npos) << input->recommendation;
 
   // From the page cache (a few bytes from the device): the readers' own time, not the storage.
-  timelines[0].resources["storage_reads"] = storage_reads(timelines[0], 1e5, 0.05);
-  verdicts = train_verdicts(analyze_train(timelines));
+  set_storage_reads(timelines[0], storage_reads(timelines[0], 1e5, 0.05));
+  const TrainAnalysis cached = analyze_train(timelines);
+  verdicts = train_verdicts(cached);
   input = find(verdicts, "input_bound");
   ASSERT_NE(input, nullptr);
   EXPECT_EQ(input->numbers["cause"], "cache_read");
+  // Under 10% of the bytes sent: the table gives the bytes and their share, no device rate.
+  const std::string cell = from_storage_text(cached, cached.data_ranks.at(0));
+  EXPECT_NE(cell.find("% of sent)"), std::string::npos) << cell;
+  EXPECT_EQ(cell.find(" at "), std::string::npos) << cell;
 }
 
 // An all-reduce wait far beyond the baseline on every model rank alike, the ranks on two hosts:

@@ -431,5 +431,50 @@ TEST(RobustStats, PercentilesAndModifiedZ) {
   EXPECT_LT(autocorrelation(periodic, 3), 0.0);
 }
 
+// Distribution::of finds its percentiles by partitioning; they must be exactly those of a sorted
+// copy, ties and odd sizes included. LeaveOutSample must give exactly the median of a copy without
+// the member's values (the straggler and descheduled rules compare against it).
+TEST(RobustStats, PartitionedPercentilesAndLeaveOutMediansEqualTheSortedCopies) {
+  std::mt19937_64 random(7);
+  for (size_t n : {1u, 2u, 3u, 10u, 99u, 100u, 101u, 1000u}) {
+    std::vector<double> values(n);
+    std::uniform_int_distribution<int> level(0, 20);  // many ties
+    for (auto& v : values) v = 0.001 * level(random) + (random() % 3 == 0 ? 0.0 : 1e-7 * static_cast<double>(random() % 1000));
+    const Distribution d = Distribution::of(values);
+    EXPECT_EQ(d.p50, percentile(values, 50)) << n;
+    EXPECT_EQ(d.p95, percentile(values, 95)) << n;
+    EXPECT_EQ(d.p99, percentile(values, 99)) << n;
+    EXPECT_EQ(d.max, *std::max_element(values.begin(), values.end())) << n;
+    if (n < 2) continue;
+    const LeaveOutSample pool(values);
+    for (size_t i = 0; i < std::min<size_t>(n, 20); ++i) {
+      std::vector<double> others = values;
+      others.erase(others.begin() + static_cast<std::ptrdiff_t>(i));
+      EXPECT_EQ(pool.median_without({values[i]}), median(others)) << n << " without " << i;
+    }
+  }
+}
+
+// The step-straggler rule takes one value per rank and step; a pair given twice counts once, the
+// last one given, and the order of the rows does not matter.
+TEST(Straggler, StepRowsInAnyOrderTheLastOfAPairCounting) {
+  std::vector<RankStepValue> rows;
+  for (int64_t step = 0; step < 40; ++step) {
+    for (int rank = 0; rank < 4; ++rank) rows.push_back({rank, step, 0.1 + 0.001 * static_cast<double>((step * 7 + rank) % 5)});
+  }
+  const auto base = find_step_stragglers(rows, 0.2);
+  EXPECT_TRUE(base.empty());
+  // Rank 3 slow in every step, given after a first, fast value for each step; rows shuffled.
+  for (int64_t step = 0; step < 40; ++step) rows.push_back({3, step, 0.3});
+  std::vector<RankStepValue> shuffled = rows;
+  std::shuffle(shuffled.begin(), shuffled.end() - 40, std::mt19937_64(3));
+  for (const auto& findings : {find_step_stragglers(rows, 0.2), find_step_stragglers(shuffled, 0.2)}) {
+    ASSERT_EQ(findings.size(), 1u);
+    EXPECT_EQ(findings[0].rank, 3);
+    EXPECT_EQ(findings[0].items, 40u);
+    EXPECT_DOUBLE_EQ(findings[0].rank_median, 0.3);
+  }
+}
+
 }  // namespace
 }  // namespace sluice::report

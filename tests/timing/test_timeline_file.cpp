@@ -63,12 +63,23 @@ TEST(TimelineFile, TheFileReaderAgreesWithFromJsonOnEveryField) {
   t.feeds = {3, 4};
   t.counters.push_back({8000, 0.25, 0, 1});
   t.injected_delay = {{"stage", "forward"}, {"seconds", 0.5}, {"ranks", {2}}};
-  t.resources = {{"cpu_seconds", 1.5}, {"stalls", {{100, 200}}}, {"quota", nullptr}};
+  t.set_resources({{"cpu_seconds", 1.5},
+                   {"stalls", {{100, 200}, {300, 450}}},
+                   {"quota", nullptr},
+                   {"storage_reads",
+                    {{"read_bytes", 4096}, {"intervals", {{10, 20, 4096, 7}}}, {"intervals_dropped", 0}}}});
   t.summary = {{"steps", 13}, {"loss", 0.125}, {"name", "q\"uote"}, {"big", uint64_t{1} << 63}};
   write_timeline(dir, t);
   const RankTimeline read = read_timeline(timeline_path(dir, t.rank));
   EXPECT_EQ(read.to_json(), RankTimeline::from_json(t.to_json(), "x").to_json());
   EXPECT_EQ(read.to_json().dump(), t.to_json().dump());
+  // The long lists of resources are read into the timeline's vectors, the rest stays in `resources`.
+  EXPECT_EQ(read.stalls, (std::vector<std::pair<int64_t, int64_t>>{{100, 200}, {300, 450}}));
+  EXPECT_EQ(read.storage_reads, (std::vector<std::array<int64_t, 4>>{{10, 20, 4096, 7}}));
+  EXPECT_FALSE(read.resources.contains("stalls"));
+  EXPECT_FALSE(read.resources["storage_reads"].contains("intervals"));
+  EXPECT_EQ(read.resources["storage_reads"]["read_bytes"], 4096);
+  EXPECT_EQ(read.to_json()["resources"]["stalls"], nlohmann::json({{100, 200}, {300, 450}}));
   ASSERT_EQ(read.spans.size(), 2u);
   EXPECT_EQ(read.spans[1].stage, Stage::allreduce_overlapped);
   EXPECT_EQ(read.spans[1].lane, 1);
@@ -105,6 +116,16 @@ TEST(TimelineFile, TheFileReaderNamesWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(error_of(replaced("sluice-timeline/1", "other/1")).find("not a sluice timeline"), std::string::npos);
   EXPECT_EQ(error_of(good), "no error");
+  // A stall interval that is not two integers.
+  RankTimeline with_stalls = example();
+  with_stalls.set_resources({{"stalls", {{100, 200}}}});
+  const std::string stalls_text = with_stalls.to_json().dump();
+  const size_t at = stalls_text.find("[[100,200]]");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(error_of(std::string(stalls_text).replace(at, 11, "[[100,\"x\"]]")).find("malformed timeline"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(stalls_text).replace(at, 11, "[[100]]")).find("malformed timeline"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 
