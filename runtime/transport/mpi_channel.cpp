@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "runtime/transport/mpi_feed.h"
+#include "runtime/transport/progress_pump.h"
 
 namespace sluice::transport {
 namespace {
@@ -56,6 +57,7 @@ class MpiReceiveChannel final : public detail::MpiFeedReceiver {
         payloads_(static_cast<size_t>(options.slots)) {
     try {
       grant_all();
+      pump_.start();
     } catch (...) {
       shut_down_for_destruction();  // cancels the receives posted so far, into slots_
       if (slots_must_leak_) slots_.leak();
@@ -83,7 +85,10 @@ class MpiReceiveChannel final : public detail::MpiFeedReceiver {
     check_mpi(MPI_Irecv(slots_.slot(slot), static_cast<int>(options_.slot_bytes), MPI_BYTE, peer_,
                         feed_tag(options_.channel_id, FeedTag::payload), comm_, &p.request),
               "MPI_Irecv(batch)");
+    pump_.nudge();
   }
+
+  void before_shut_down() noexcept override { pump_.stop(); }
 
   bool payload_complete(int slot, const BatchHeader&, size_t* bytes_received) override {
     Payload& p = payloads_[static_cast<size_t>(slot)];
@@ -118,6 +123,8 @@ class MpiReceiveChannel final : public detail::MpiFeedReceiver {
 
   detail::HostSlots slots_;
   std::vector<Payload> payloads_;
+  // Moves incoming batches while the trainer computes (progress_pump.h); stopped at shut-down.
+  detail::ProgressPump pump_;
 };
 
 }  // namespace

@@ -533,6 +533,7 @@ void MpiFeedReceiver::close() {
 void MpiFeedReceiver::shut_down(ControlKind kind) noexcept {
   if (shut_down_) return;
   shut_down_ = true;
+  before_shut_down();
   try {
     // Unmatched if the sender is gone or done: harmless.
     ControlMessage message;

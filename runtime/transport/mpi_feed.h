@@ -194,6 +194,8 @@ class MpiFeedReceiver : public ReceiveChannel {
   // Gives up the slot's outstanding payload transfer; false if it cannot be (slots must leak).
   virtual bool cancel_payload(int /*slot*/) noexcept { return true; }
   virtual void on_failure() {}
+  // Called first in shut_down(), before any receive is cancelled (mpi: stop the progress pump).
+  virtual void before_shut_down() noexcept {}
 
   [[noreturn]] void fail(const std::string& message);
   std::string failure_text(const std::string& what, const std::string& hint = "") const;
