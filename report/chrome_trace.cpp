@@ -117,32 +117,31 @@ void choose_ranks(const TrainAnalysis& a, const std::vector<int>& verdict_ranks,
   selection.ranks_left_out = present.size() - chosen.size();
 }
 
-// A window of consecutive steps in the middle of the steady window, as many as the event budget
-// holds at the selected ranks' mean events per step.
+// A window of consecutive steps in the middle of the (analysed) steady window, as many as the
+// event budget holds at the selected ranks' mean events per step (over every step of the run: the
+// events counted are the whole timelines').
 void choose_window(const TrainAnalysis& a, TraceSelection& selection) {
-  const size_t steps = a.job_step_seconds.size();
+  const std::vector<JobStep>& job = a.job_steps;
+  const size_t steps = job.size();
   if (selection.planned_events <= selection.limits.max_events || steps == 0) return;
   const double per_step = static_cast<double>(selection.planned_events) / static_cast<double>(steps);
   const size_t fit = std::clamp<size_t>(static_cast<size_t>(static_cast<double>(selection.limits.max_events) / per_step), 1, steps);
   size_t first = 0, last = steps;  // [first, last): the steady steps' indices, or all
   for (size_t i = 0; i < steps; ++i) {
-    if (a.job_step_seconds[i].first == a.steady.first_step) first = i;
-    if (a.job_step_seconds[i].first == a.steady.last_step) last = i + 1;
+    if (job[i].step == a.steady.first_step) first = i;
+    if (job[i].step == a.steady.last_step) last = i + 1;
   }
   if (last <= first) first = 0, last = steps;
   const size_t middle = (first + last) / 2;
   const size_t begin = std::min(middle > fit / 2 ? middle - fit / 2 : 0, steps - fit);
   selection.window = true;
-  selection.first_step = a.job_step_seconds[begin].first;
-  selection.last_step = a.job_step_seconds[begin + fit - 1].first;
+  selection.first_step = job[begin].step;
+  selection.last_step = job[begin + fit - 1].step;
   selection.start_ns = INT64_MAX;
   selection.end_ns = INT64_MIN;
-  for (const auto& m : a.model_ranks) {
-    for (const auto& s : m.steps) {
-      if (s.step < selection.first_step || s.step > selection.last_step) continue;
-      selection.start_ns = std::min(selection.start_ns, s.start_ns);
-      selection.end_ns = std::max(selection.end_ns, s.end_ns);
-    }
+  for (size_t i = begin; i < begin + fit; ++i) {
+    selection.start_ns = std::min(selection.start_ns, job[i].start_ns);
+    selection.end_ns = std::max(selection.end_ns, job[i].end_ns);
   }
   if (selection.start_ns > selection.end_ns) selection.start_ns = INT64_MIN, selection.end_ns = INT64_MAX;
   selection.planned_events = static_cast<size_t>(per_step * static_cast<double>(fit));

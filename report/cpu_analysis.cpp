@@ -115,6 +115,19 @@ RankStalls RankStalls::take(timing::RankTimeline& aligned) {
   return r;
 }
 
+void RankStalls::keep_overlapping(int64_t from_ns, int64_t to_ns) {
+  const auto outside = [&](int64_t start, int64_t end) { return end < from_ns || start > to_ns; };
+  stalls.erase(std::remove_if(stalls.begin(), stalls.end(), [&](const auto& s) { return outside(s.first, s.second); }),
+               stalls.end());
+  storage_reads.erase(std::remove_if(storage_reads.begin(), storage_reads.end(),
+                                     [&](const auto& r) { return outside(r[0], r[1]); }),
+                      storage_reads.end());
+  // Erasing keeps the capacity: copy into exact-size vectors so that the memory is given back.
+  stalls = std::vector<std::pair<int64_t, int64_t>>(stalls.begin(), stalls.end());
+  storage_reads = std::vector<std::array<int64_t, 4>>(storage_reads.begin(), storage_reads.end());
+  complete = false;
+}
+
 RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, int64_t end_ns) {
   return analyze_rank_cpu(aligned, RankStalls::of(aligned), start_ns, end_ns);
 }
@@ -141,9 +154,11 @@ RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, const RankStalls& 
     if (cgroup.value("quota_cores", json()).is_number()) c.quota_cores = cgroup["quota_cores"].get<double>();
     c.throttled_seconds = real_or(cgroup, "throttled_seconds", 0);
   }
-  if (start_ns >= end_ns) std::tie(start_ns, end_ns) = std::make_pair(stalls.spans_start, stalls.spans_end);
-  if (start_ns >= end_ns || number_or(r, "stalls_dropped", 0) > 0) {
-    // No window to clip to, or the oldest stalls were not kept: the whole life.
+  const bool whole_life = start_ns >= end_ns;
+  if (whole_life) std::tie(start_ns, end_ns) = std::make_pair(stalls.spans_start, stalls.spans_end);
+  if (start_ns >= end_ns || number_or(r, "stalls_dropped", 0) > 0 || (whole_life && !stalls.complete)) {
+    // No window to clip to, or the oldest stalls were not kept (by the rank, or by the analysis,
+    // which kept only those near its window): the whole life.
     c.window_seconds = c.wall_seconds;
     c.stalled_seconds = real_or(r, "stalled_seconds", 0);
     c.stalls = number_or(r, "stall_count", 0);

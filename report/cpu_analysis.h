@@ -85,11 +85,17 @@ struct RankStalls {
   std::vector<std::array<int64_t, 4>> storage_reads;
   bool storage_measured = false;
   int64_t spans_start = INT64_MAX, spans_end = INT64_MIN;
+  // Every interval of the timeline is here; false after keep_overlapping, when a whole-life
+  // window (no steady window) takes the totals `resources` counted instead.
+  bool complete = true;
 
   // of() copies the intervals; take() moves them out of `aligned` (its stalls and storage_reads
   // are left empty).
   static RankStalls of(const timing::RankTimeline& aligned);
   static RankStalls take(timing::RankTimeline& aligned);
+  // Drops (and frees) the intervals that do not overlap [from_ns, to_ns]; those that do are kept
+  // whole, so that any window inside [from_ns, to_ns] is judged as with every interval.
+  void keep_overlapping(int64_t from_ns, int64_t to_ns);
 };
 
 // The same as above for a timeline whose spans and stalls were taken out into `stalls`.

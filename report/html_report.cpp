@@ -264,6 +264,7 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
                       pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction), pct(a.transfer_exposed_fraction),
                       static_cast<double>(a.clock.max_uncertainty_ns) / 1000, a.clock.causality.violations,
                       a.clock.causality.pairs_checked);
+  if (a.steady.capped) body += "<p>" + escape(capped_window_text(a)) + "</p>";
   body += "<h2>Charts</h2>";
   std::vector<Series> steps;
   for (const auto& m : a.model_ranks) {
@@ -271,7 +272,17 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
     for (const auto& r : m.steps) s.points.emplace_back(static_cast<double>(r.step), r.seconds);
     steps.push_back(s);
   }
-  body += line_chart("Step time per model rank (grey: warm-up)", steps, "global step", "seconds", false,
+  std::string step_title = "Step time per model rank (grey: warm-up)";
+  if (a.steady.capped) {
+    // The ranks' own series cover the analysed window; the whole run is the job's mean per step.
+    Series whole{"mean of the model ranks, every step", {}};
+    for (const auto& j : a.job_steps) whole.points.emplace_back(static_cast<double>(j.step), j.seconds);
+    steps.insert(steps.begin(), whole);
+    step_title = fmt::format("Step time: every step (mean of the model ranks) and each model rank's last {} steady "
+                             "steps, which the verdicts cover (grey: warm-up and steps before them)",
+                             max_analysed_steps);
+  }
+  body += line_chart(step_title, steps, "global step", "seconds", false,
                      a.steady.first_step >= 0 ? static_cast<double>(a.steady.first_step) : NAN);
 
   std::vector<Bar> bars;
@@ -293,16 +304,13 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
   if (!data_bars.empty()) body += stacked_bars("Data ranks' main thread (share of the steady window)", data_bars, "%");
 
   std::vector<Series> counters;
-  int64_t origin = INT64_MAX;
-  for (const auto& t : a.timelines) {
-    for (const auto& c : t.counters) origin = std::min(origin, c.t_ns);
-  }
-  // The first few ranks with counters: a chart of thousands of lines shows nothing.
-  constexpr size_t counter_chart_max_ranks = 8;
+  const int64_t origin = a.counters_start_ns;
+  // The first few ranks with counters (the analysis keeps theirs alone): a chart of thousands of
+  // lines shows nothing.
   size_t charted = 0;
   for (const auto& t : a.timelines) {
     if (t.counters.empty()) continue;
-    if (++charted > counter_chart_max_ranks) break;
+    if (++charted > counter_chart_ranks) break;
     for (size_t k = 0; k < t.counter_names.size(); ++k) {
       Series s{"rank " + std::to_string(t.rank) + " " + t.counter_names[k], {}};
       for (const auto& c : t.counters) {

@@ -54,6 +54,28 @@ json hang_json(const HangFacts& h) {
           {"ranks", ranks}};
 }
 
+// Which steps the numbers cover: every steady step, or each model rank's last max_analysed_steps
+// (run_analysis.h, LONG RUNS), with the whole run's pooled totals beside them.
+json analysis_window_json(const TrainAnalysis& a) {
+  const WholeRun& w = a.whole_run;
+  json stages = json::object();
+  for (Stage stage : model_step_stages) stages[name_of(stage)] = w.fraction(stage);
+  return {{"max_steps", max_analysed_steps},
+          {"capped", a.steady.capped},
+          {"first_step", a.steady.first_step},
+          {"last_step", a.steady.last_step},
+          {"left_out_steps", a.steady.left_out_steps},
+          {"recorded_first_step", a.steady.recorded_first_step},
+          {"recorded_last_step", a.steady.recorded_last_step},
+          {"whole_run",
+           {{"steady_steps", w.steady_steps},
+            {"step_seconds_mean", w.step_seconds_mean()},
+            {"input_wait_fraction", w.fraction(Stage::batch_wait)},
+            {"allreduce_exposed_fraction", w.fraction(Stage::allreduce_exposed)},
+            {"stage_fractions", stages}}},
+          {"full_data", "timeline/rank-N.json (every span of every rank)"}};
+}
+
 void verdict_section(std::string& md, const std::vector<StallVerdict>& verdicts) {
   md += "## Verdict\n\n";
   if (verdicts.empty()) md += "No rule fired: neither input-, compute- nor communication-bound beyond the thresholds.\n\n";
@@ -140,6 +162,18 @@ std::string from_storage_text(const TrainAnalysis& a, const DataRankAnalysis& d)
   return text;
 }
 
+std::string capped_window_text(const TrainAnalysis& a) {
+  const WholeRun& w = a.whole_run;
+  return fmt::format("Long run: the numbers and verdicts cover each model rank's last {} steady steps (steps {}–{}); "
+                     "up to {} earlier steady steps per rank are left out of them, to keep the report's memory "
+                     "bounded (the cyclic-stall rule still reads every step). Over all the steady steps recorded "
+                     "(steps {}–{}): mean step {} ms, input wait {}, exposed all-reduce {}. Every span is in "
+                     "timeline/rank-N.json.",
+                     max_analysed_steps, a.steady.first_step, a.steady.last_step, a.steady.left_out_steps,
+                     a.steady.recorded_first_step, a.steady.recorded_last_step, ms(w.step_seconds_mean()),
+                     pct(w.fraction(Stage::batch_wait)), pct(w.fraction(Stage::allreduce_exposed)));
+}
+
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts) {
   std::string text;
   for (const auto& v : verdicts) text += v.headline() + "\n  -> " + v.recommendation + "\n";
@@ -157,6 +191,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                        {"warmup_steps", a.steady.warmup_steps}, {"first_step", a.steady.first_step},
                        {"last_step", a.steady.last_step},  {"window_seconds", a.steady.seconds()},
                        {"required_steps", min_steady_steps}};
+  j["analysis_window"] = analysis_window_json(a);
   j["model_role"] = {{"step_seconds", a.role_step_seconds.to_json()},
                      {"stages", stages_json(a.role_stages)},
                      {"input_wait_fraction", a.input_wait_fraction},
@@ -171,7 +206,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                 {"host", m.host},
                                 {"gpu", m.gpu},
                                 {"fed_by", m.fed_by},
-                                {"steps", m.steps.size()},
+                                {"steps", m.recorded_steps},
                                 {"warmup_steps", m.warmup_steps},
                                 {"steady_steps", m.steady_steps},
                                 {"step_seconds", m.step_seconds.to_json()},
@@ -228,6 +263,7 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
                     a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
                     a.steady.seconds(), pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction),
                     pct(a.transfer_exposed_fraction));
+  if (a.steady.capped) md += capped_window_text(a) + "\n\n";
   if (a.dropped_spans > 0) {
     md += fmt::format("Note: {} spans were dropped from full rings (raise runtime.timing_capacity); the earliest steps "
                       "may be missing.\n\n",

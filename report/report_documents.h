@@ -27,6 +27,10 @@ std::string prep_report_markdown(const PrepAnalysis& analysis, const std::string
 // on, the rate over its readers' cache_read time; "-" when not measured.
 std::string from_storage_text(const TrainAnalysis& analysis, const DataRankAnalysis& data_rank);
 
+// A capped analysis (run_analysis.h, LONG RUNS): which steps the numbers cover, what was left
+// out, and the whole run's totals; one paragraph for report.md and report.html.
+std::string capped_window_text(const TrainAnalysis& analysis);
+
 // The lines a launcher prints: one per verdict, with its recommendation.
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts);
 

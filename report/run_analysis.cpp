@@ -82,6 +82,7 @@ std::vector<StepRecord> step_records(const RankTimeline& t) {
   std::sort(waits.begin(), waits.end(), by_start);
   std::sort(work.begin(), work.end(), by_start);
   std::vector<StepRecord> steps;
+  steps.reserve(waits.size());
   size_t next_work = 0;
   for (size_t i = 0; i < waits.size(); ++i) {
     StepRecord record;
@@ -123,9 +124,46 @@ struct SteadyWait {
   int peer = -1;
 };
 
+// Per global step, pooled over the model ranks as they are read (JobStep, before the means).
+struct JobStepSums {
+  double seconds = 0;
+  size_t ranks = 0;
+  int64_t start_ns = INT64_MAX, end_ns = INT64_MIN;
+  size_t steady_ranks = 0;
+  std::array<double, model_step_stages.size()> stage_seconds{};
+};
+using JobSeries = std::map<int64_t, JobStepSums>;
+
+// Every step of a model rank into the job's series and the whole run's totals: what stays of the
+// steps outside the analysed window.
+void add_to_whole_run(const std::vector<StepRecord>& steps, size_t warmup, JobSeries& job, WholeRun& whole) {
+  auto at = job.begin();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepRecord& s = steps[i];
+    // A rank's steps ascend: the next one is usually the map's next node.
+    if (at == job.end() || at->first != s.step) at = job.try_emplace(s.step).first;
+    JobStepSums& sums = at->second;
+    sums.seconds += s.seconds;
+    ++sums.ranks;
+    sums.start_ns = std::min(sums.start_ns, s.start_ns);
+    sums.end_ns = std::max(sums.end_ns, s.end_ns);
+    ++at;
+    if (i < warmup) continue;
+    ++sums.steady_ranks;
+    for (size_t k = 0; k < model_step_stages.size(); ++k) {
+      sums.stage_seconds[k] += s.stage_seconds[k];
+      whole.stage_seconds[k] += s.stage_seconds[k];
+    }
+    ++whole.steady_steps;
+    whole.steady_seconds += s.seconds;
+  }
+}
+
 // Everything of a model rank but its transfer exposure, which needs its data rank's sends
-// (transfer_exposed below); its steady batch waits go to `waits` for that.
-ModelRankAnalysis analyze_model_rank(const RankTimeline& t, std::vector<SteadyWait>& waits) {
+// (transfer_exposed below); its steady batch waits go to `waits` for that. Steps beyond the
+// analysed window go to the job's series and the whole run's totals only.
+ModelRankAnalysis analyze_model_rank(const RankTimeline& t, std::vector<SteadyWait>& waits, JobSeries& job,
+                                     WholeRun& whole) {
   ModelRankAnalysis m;
   m.rank = t.rank;
   m.name = describe_rank(t);
@@ -134,11 +172,23 @@ ModelRankAnalysis analyze_model_rank(const RankTimeline& t, std::vector<SteadyWa
   m.fed_by = t.fed_by;
   m.steps = step_records(t);
   const size_t n = m.steps.size();
+  m.recorded_steps = n;
   m.warmup_steps = std::min(n, std::max(min_warmup_steps, static_cast<size_t>(std::ceil(0.1 * static_cast<double>(n)))));
-  m.steady_steps = n - m.warmup_steps;
+  add_to_whole_run(m.steps, m.warmup_steps, job, whole);
+  // The analysed window: the last max_analysed_steps steady steps; the steps before it are dropped
+  // (freed: the vector is rebuilt at its size).
+  size_t first_steady = m.warmup_steps;
+  if (n - m.warmup_steps > max_analysed_steps) {
+    const size_t first_analysed = n - max_analysed_steps;
+    m.capped = true;
+    m.left_out_steps = first_analysed - m.warmup_steps;
+    m.steps = std::vector<StepRecord>(m.steps.begin() + static_cast<std::ptrdiff_t>(first_analysed), m.steps.end());
+    first_steady = 0;
+  }
+  m.steady_steps = m.steps.size() - first_steady;
   std::vector<const StepRecord*> steady;
   std::vector<double> step_times, busy_times;
-  for (size_t i = m.warmup_steps; i < n; ++i) {
+  for (size_t i = first_steady; i < m.steps.size(); ++i) {
     m.steps[i].steady = true;
     steady.push_back(&m.steps[i]);
     step_times.push_back(m.steps[i].seconds);
@@ -270,25 +320,29 @@ struct FlowEnd {
   }
 };
 
-// `raw` on its own clock: each end on the reference clock and on the rank's own.
-void collect_flow_ends(const RankTimeline& raw, std::vector<FlowEnd>& sends, std::vector<FlowEnd>& receives) {
+// `raw` on its own clock: each end on the reference clock and on the rank's own. A receive is
+// taken with its step (to keep those of the analysed window); a send only when a receive kept in
+// `receives` (sorted) names it, since a send no receive names is never checked.
+void collect_receives(const RankTimeline& raw, std::vector<std::pair<int64_t, FlowEnd>>& receives) {
   for (const Span& s : raw.spans) {
-    if (s.sequence < 0) continue;
-    if (s.stage == Stage::send) {
-      sends.push_back({raw.rank, s.peer, s.sequence, raw.clock.to_reference(s.start_ns), s.start_ns});
-    }
-    if (s.stage == Stage::batch_wait) {
-      receives.push_back({s.peer, raw.rank, s.sequence, raw.clock.to_reference(s.end_ns), s.end_ns});
-    }
+    if (s.sequence < 0 || s.stage != Stage::batch_wait) continue;
+    receives.emplace_back(s.step, FlowEnd{s.peer, raw.rank, s.sequence, raw.clock.to_reference(s.end_ns), s.end_ns});
+  }
+}
+
+void collect_sends(const RankTimeline& raw, const std::vector<FlowEnd>& receives, std::vector<FlowEnd>& sends) {
+  for (const Span& s : raw.spans) {
+    if (s.sequence < 0 || s.stage != Stage::send) continue;
+    const FlowEnd send{raw.rank, s.peer, s.sequence, raw.clock.to_reference(s.start_ns), s.start_ns};
+    if (std::binary_search(receives.begin(), receives.end(), send)) sends.push_back(send);
   }
 }
 
 // Every received batch against its send: a receive that ends before its send starts is a clock
-// error. Sorted and merged, so the cost is that of sorting the batches.
-CausalityCheck check_causality(std::vector<FlowEnd>& sends, std::vector<FlowEnd>& receives) {
+// error. Sorted and merged, so the cost is that of sorting the batches. `receives`: sorted.
+CausalityCheck check_causality(std::vector<FlowEnd>& sends, const std::vector<FlowEnd>& receives) {
   CausalityCheck check;
   std::stable_sort(sends.begin(), sends.end());  // equal keys keep their order: the last send wins
-  std::sort(receives.begin(), receives.end());
   auto send = sends.begin();
   for (const FlowEnd& r : receives) {
     while (send != sends.end() && *send < r) ++send;
@@ -451,11 +505,37 @@ struct FirstPass {
   std::vector<FlowEnd> sends, receives;
   std::map<int, int64_t> last_steps;
   std::map<int, RankStalls> stalls;
+  JobSeries job;
+  std::set<int> counter_ranks;  // the ranks whose counter samples are kept (counter_chart_ranks)
+  std::map<int, size_t> timeline_at;  // rank -> its index in TrainAnalysis::timelines
 };
+
+// A model rank's batch waits and receives before this step are not kept: the one step before its
+// analysed window still is, as another rank's window may start a little earlier on the clock.
+int64_t first_kept_step(const ModelRankAnalysis& m) {
+  return m.capped && !m.steps.empty() ? m.steps.front().step - 1 : INT64_MIN;
+}
+
+// Keeps the counter samples of the first counter_chart_ranks ranks that have any (by rank, in
+// whatever order they come), frees the others'.
+void keep_chart_counters(RankTimeline& t, TrainAnalysis& a, FirstPass& pass) {
+  for (const auto& c : t.counters) a.counters_start_ns = std::min(a.counters_start_ns, c.t_ns);
+  if (t.counters.empty()) return;
+  pass.counter_ranks.insert(t.rank);
+  if (pass.counter_ranks.size() <= counter_chart_ranks) return;
+  const int dropped = *pass.counter_ranks.rbegin();
+  pass.counter_ranks.erase(dropped);
+  if (dropped == t.rank) {
+    std::vector<timing::CounterSample>().swap(t.counters);
+  } else {
+    std::vector<timing::CounterSample>().swap(a.timelines[pass.timeline_at.at(dropped)].counters);
+  }
+}
 
 // The rank's own numbers, then its timeline kept without spans and stalls.
 void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
-  collect_flow_ends(raw, pass.sends, pass.receives);
+  std::vector<std::pair<int64_t, FlowEnd>> receives;  // (step, receive)
+  collect_receives(raw, receives);
   RankTimeline t = align_to_reference(std::move(raw));
   a.world_size = std::max({a.world_size, t.world_size, t.rank + 1});
   if (a.settings.empty() && !t.settings.empty()) a.settings = t.settings;
@@ -466,40 +546,59 @@ void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
     a.clock.max_uncertainty_ns = uncertainty;
     a.clock.worst_rank = t.rank;
   }
-  if (is_model_role(t.role)) a.model_ranks.push_back(analyze_model_rank(t, pass.steady_waits[t.rank]));
+  const bool model = is_model_role(t.role), data = is_data_role(t.role);
+  const ModelRankAnalysis* analysed = nullptr;
+  if (model) {
+    a.model_ranks.push_back(analyze_model_rank(t, pass.steady_waits[t.rank], pass.job, a.whole_run));
+    analysed = &a.model_ranks.back();
+  }
+  const int64_t kept_from = analysed ? first_kept_step(*analysed) : INT64_MIN;
+  for (const auto& [step, receive] : receives) {
+    if (step >= kept_from) pass.receives.push_back(receive);
+  }
   int64_t last_step = -1;
   for (const Span& s : t.spans) {
     last_step = std::max(last_step, s.step);
-    if (s.stage == Stage::send) pass.feed.sending[t.rank].emplace_back(s.start_ns, s.end_ns);
-    if (s.stage == Stage::batch_wait && s.peer >= 0) pass.feed.awaited[s.peer].emplace_back(s.start_ns, s.end_ns);
+    // The data ranks' sends are taken in the second pass, inside the window known then.
+    if (s.stage == Stage::batch_wait && s.peer >= 0 && s.step >= kept_from) {
+      pass.feed.awaited[s.peer].emplace_back(s.start_ns, s.end_ns);
+    }
   }
   pass.last_steps[t.rank] = last_step;
-  pass.stalls[t.rank] = RankStalls::take(t);
-  a.volume.push_back({t.rank, pass.stalls[t.rank].spans_start, pass.stalls[t.rank].spans_end,
-                      t.spans.size() + t.counters.size()});
+  RankStalls stalls = RankStalls::take(t);
+  a.volume.push_back({t.rank, stalls.spans_start, stalls.spans_end, t.spans.size() + t.counters.size()});
+  if (analysed && analysed->capped && !data) {
+    // Only the intervals near its window: the steady window (every model rank's) starts and ends
+    // within a step of this rank's own in a run in lockstep; its longest step is the margin.
+    int64_t margin = 0;
+    for (const auto& step : analysed->steps) margin = std::max(margin, step.end_ns - step.start_ns);
+    stalls.keep_overlapping(analysed->steps.front().start_ns - margin, analysed->steps.back().end_ns + margin);
+  }
+  // A data rank's intervals are taken again in the second pass, inside the window known then.
+  if (!data) pass.stalls[t.rank] = std::move(stalls);
   // Freed, not cleared: `t.spans = {}` assigns an empty list and keeps the capacity, which kept
   // every rank's spans allocated to the end (half the report's memory at 4,096 ranks).
   std::vector<Span>().swap(t.spans);
+  pass.timeline_at[t.rank] = a.timelines.size();
+  keep_chart_counters(t, a, pass);
   a.timelines.push_back(std::move(t));
 }
 
-// The steady window and the model role pooled, from every model rank's steps.
-void pool_model_ranks(TrainAnalysis& a) {
+// The steady window, the job's series and the model role pooled, from every model rank's steps.
+void pool_model_ranks(TrainAnalysis& a, const JobSeries& job) {
   a.steady.enough = !a.model_ranks.empty();
   a.steady.steady_steps = a.model_ranks.empty() ? 0 : SIZE_MAX;
   a.steady.start_ns = INT64_MAX;
   a.steady.end_ns = INT64_MIN;
   std::vector<const StepRecord*> role_steps;
-  double total = 0, wait = 0, exposed = 0, transfer = 0;
-  std::map<int64_t, std::pair<double, size_t>> per_step;  // step -> (sum, count)
+  double total = 0, wait = 0, exposed = 0;
   for (const auto& m : a.model_ranks) {
     a.steady.steady_steps = std::min(a.steady.steady_steps, m.steady_steps);
     a.steady.warmup_steps = std::max(a.steady.warmup_steps, m.warmup_steps);
+    a.steady.capped = a.steady.capped || m.capped;
+    a.steady.left_out_steps = std::max(a.steady.left_out_steps, m.left_out_steps);
     if (m.steady_steps < min_steady_steps) a.steady.enough = false;
     for (const auto& s : m.steps) {
-      auto& [sum, count] = per_step[s.step];
-      sum += s.seconds;
-      ++count;
       if (!s.steady) continue;
       role_steps.push_back(&s);
       a.steady.start_ns = std::min(a.steady.start_ns, s.start_ns);
@@ -510,7 +609,6 @@ void pool_model_ranks(TrainAnalysis& a) {
     total += m.steady_seconds;
     wait += m.stages.at(Stage::batch_wait).per_step.total;
     exposed += m.stages.at(Stage::allreduce_exposed).per_step.total;
-    transfer += m.transfer_exposed_fraction * m.steady_seconds;
   }
   if (role_steps.empty()) a.steady.start_ns = a.steady.end_ns = 0;
   std::vector<double> role_times;
@@ -519,10 +617,35 @@ void pool_model_ranks(TrainAnalysis& a) {
   a.role_stages = breakdown(role_steps);
   a.input_wait_fraction = total > 0 ? wait / total : 0;
   a.allreduce_exposed_fraction = total > 0 ? exposed / total : 0;
-  a.transfer_exposed_fraction = total > 0 ? transfer / total : 0;
-  for (const auto& [step, sum_count] : per_step) {
-    a.job_step_seconds.emplace_back(step, sum_count.first / static_cast<double>(sum_count.second));
+  a.job_steps.reserve(job.size());
+  for (const auto& [step, sums] : job) {
+    JobStep j;
+    j.step = step;
+    j.seconds = sums.seconds / static_cast<double>(sums.ranks);
+    j.start_ns = sums.start_ns;
+    j.end_ns = sums.end_ns;
+    j.steady_ranks = sums.steady_ranks;
+    for (size_t k = 0; k < j.stage_seconds.size() && sums.steady_ranks > 0; ++k) {
+      j.stage_seconds[k] = sums.stage_seconds[k] / static_cast<double>(sums.steady_ranks);
+    }
+    if (sums.steady_ranks > 0) {
+      if (a.steady.recorded_first_step < 0) a.steady.recorded_first_step = step;
+      a.steady.recorded_last_step = step;
+    }
+    a.job_steps.push_back(j);
   }
+}
+
+// Each model rank's transfer exposure, and the role's, once the data ranks' sends are in.
+void pool_transfer(TrainAnalysis& a, FirstPass& pass) {
+  double total = 0, transfer = 0;
+  for (auto& m : a.model_ranks) {
+    m.transfer_exposed_fraction = transfer_exposed(m, pass.steady_waits[m.rank], pass.feed);
+    total += m.steady_seconds;
+    transfer += m.transfer_exposed_fraction * m.steady_seconds;
+  }
+  pass.steady_waits.clear();
+  a.transfer_exposed_fraction = total > 0 ? transfer / total : 0;
 }
 
 const auto rank_order = [](const auto& x, const auto& y) { return x.rank < y.rank; };
@@ -548,22 +671,35 @@ TrainAnalysis analyze_train(const TimelineSource& source) {
   std::sort(a.timelines.begin(), a.timelines.end(), rank_order);
   std::sort(a.model_ranks.begin(), a.model_ranks.end(), rank_order);
   std::sort(a.volume.begin(), a.volume.end(), rank_order);
-  merge_all(pass.feed.sending);
+  pass.timeline_at.clear();
   merge_all(pass.feed.awaited);
-  for (auto& m : a.model_ranks) m.transfer_exposed_fraction = transfer_exposed(m, pass.steady_waits[m.rank], pass.feed);
-  pass.steady_waits.clear();
-  pool_model_ranks(a);
-  // The second pass: the data ranks, against the steady window every model rank gave.
+  pool_model_ranks(a, pass.job);
+  pass.job.clear();
+  // The second pass: the data ranks, against the steady window every model rank gave. Their sends
+  // and stall intervals are kept only inside it (and the sends only those a kept receive names).
   std::set<int> data_ranks;
   for (const auto& t : a.timelines) {
     if (is_data_role(t.role)) data_ranks.insert(t.rank);
   }
+  std::sort(pass.receives.begin(), pass.receives.end());
   source([&](int rank) { return data_ranks.count(rank) > 0; }, [&](RankTimeline raw) {
     if (!is_data_role(raw.role)) return;
-    a.data_ranks.push_back(
-        analyze_data_rank(align_to_reference(std::move(raw)), a.steady.start_ns, a.steady.end_ns, pass.feed));
+    collect_sends(raw, pass.receives, pass.sends);
+    RankTimeline t = align_to_reference(std::move(raw));
+    for (const Span& s : t.spans) {
+      // Only a send overlapping the window can overlap a steady batch wait (transfer_exposed).
+      if (s.stage == Stage::send && s.end_ns >= a.steady.start_ns && s.start_ns <= a.steady.end_ns) {
+        pass.feed.sending[t.rank].emplace_back(s.start_ns, s.end_ns);
+      }
+    }
+    a.data_ranks.push_back(analyze_data_rank(t, a.steady.start_ns, a.steady.end_ns, pass.feed));
+    RankStalls stalls = RankStalls::take(t);
+    if (a.steady.enough) stalls.keep_overlapping(a.steady.start_ns, a.steady.end_ns);
+    pass.stalls[t.rank] = std::move(stalls);
   });
   std::sort(a.data_ranks.begin(), a.data_ranks.end(), rank_order);
+  merge_all(pass.feed.sending);
+  pool_transfer(a, pass);
   a.clock.causality = check_causality(pass.sends, pass.receives);
   a.hang = hang_facts(a.timelines, a.world_size, pass.last_steps);
   for (const auto& t : a.timelines) {

@@ -20,6 +20,18 @@
 // bytes per batch and 16 bytes per stall interval, not the ~500 bytes per span (and several KB of
 // JSON) of holding every timeline. Nothing that compares a rank with the others copies the
 // others' values per rank (quadratic in ranks): they are pooled and sorted once.
+//
+// LONG RUNS. The per-step and per-batch part is bounded whatever the run's length: a model rank's
+// steps are analysed in a window of at most max_analysed_steps steady steps, its last ones (the
+// same rule on every rank, so ranks in lockstep share the window's global steps). Only that window
+// is kept per rank: its StepRecords, batch waits and flow ends, the data ranks' sends and stalls
+// inside it (read in the second pass, once the window is known), and a capped model rank's stall
+// and storage-read intervals near it. The whole run is kept in summaries whose size does not grow
+// with the ranks: the job's per-step series (JobStep: one entry per global step, pooled over the
+// model ranks, which the cyclic-stall rule reads over every steady step) and the whole run's
+// steady totals (WholeRun). A run whose model ranks have at most max_analysed_steps steady steps
+// (up to 556 steps) is analysed whole, as before; report.json's `analysis_window` says which steps a
+// longer one's numbers cover and what was left out (docs/report.md, "Long runs").
 #include <array>
 #include <functional>
 #include <cstdint>
@@ -41,6 +53,14 @@ using timing::Stage;
 
 inline constexpr size_t min_steady_steps = 20;
 inline constexpr size_t min_warmup_steps = 5;
+// The most steady steps of a model rank the analysis keeps (LONG RUNS above): plenty for the
+// percentiles and the straggler rule (a pool of hundreds of steps per rank), and 4,096 ranks of
+// such windows fit in well under the report's 2 GB (docs/performance.md). A cyclic stall is looked
+// for in the job's series of every step, so its period is not limited by the window.
+inline constexpr size_t max_analysed_steps = 500;
+// Ranks whose counter samples (queue depth, credits) are kept for report.html's chart: the first
+// ones by rank.
+inline constexpr size_t counter_chart_ranks = 8;
 
 // The model stages a step is split into, in the order tables show them.
 inline constexpr std::array<Stage, 8> model_step_stages = {
@@ -96,9 +116,12 @@ struct ModelRankAnalysis {
   std::string host;
   int gpu = -1;
   int fed_by = -1;
-  std::vector<StepRecord> steps;  // every step, in order
+  std::vector<StepRecord> steps;  // in order: every step, or the analysed window alone when capped
+  size_t recorded_steps = 0;      // steps in its timeline (steps.size() unless capped)
   size_t warmup_steps = 0;
-  size_t steady_steps = 0;
+  size_t steady_steps = 0;        // analysed: at most max_analysed_steps
+  size_t left_out_steps = 0;      // steady steps before the analysed window (0 unless capped)
+  bool capped = false;            // more steady steps than max_analysed_steps: steps holds the window
   double steady_seconds = 0;  // sum of steady step times
   Distribution step_seconds;  // steady
   Distribution busy_seconds;  // steady forward+backward+optimizer
@@ -173,22 +196,58 @@ struct HangFacts {
   std::vector<std::string> channel_mismatches;  // "rank 0 sent 12 batches to rank 1, which received 11"
 };
 
+// The steady steps the numbers and verdicts cover: every model rank's steady steps, or, when a
+// rank has more than max_analysed_steps of them, its last max_analysed_steps (capped).
 struct SteadyWindow {
   bool enough = false;   // at least min_steady_steps on every model rank
-  size_t steady_steps = 0;  // the fewest steady steps of any model rank
+  size_t steady_steps = 0;  // the fewest analysed steady steps of any model rank
   size_t warmup_steps = 0;  // the most dropped
   int64_t first_step = -1;
   int64_t last_step = -1;
   int64_t start_ns = 0;  // aligned, across model ranks
   int64_t end_ns = 0;
+  bool capped = false;         // some model rank's steady steps were more than max_analysed_steps
+  size_t left_out_steps = 0;   // the most steady steps any model rank had before its window
+  // Every steady step recorded (the window's first_step/last_step when not capped).
+  int64_t recorded_first_step = -1;
+  int64_t recorded_last_step = -1;
   double seconds() const { return static_cast<double>(end_ns - start_ns) * 1e-9; }
+};
+
+// One global step of the job, pooled over the model ranks that recorded it (every step of the
+// run, not only the analysed window: one entry per step, whatever the rank count).
+struct JobStep {
+  int64_t step = 0;
+  double seconds = 0;        // mean wall step time
+  int64_t start_ns = 0;      // aligned: the earliest start and the latest end of it on any rank
+  int64_t end_ns = 0;
+  size_t steady_ranks = 0;   // ranks on which it is a steady step (recorded, warm-up excluded)
+  // Mean seconds of each model stage over those ranks, indexed as model_step_stages.
+  std::array<double, model_step_stages.size()> stage_seconds{};
+};
+
+// Every steady step every model rank recorded, pooled: totals that cost the same whatever the run
+// length (the analysed window's numbers are beside them in TrainAnalysis).
+struct WholeRun {
+  size_t steady_steps = 0;    // summed over model ranks
+  double steady_seconds = 0;
+  std::array<double, model_step_stages.size()> stage_seconds{};
+  double fraction(Stage stage) const {
+    const size_t i = model_stage_index(stage);
+    return steady_seconds > 0 && i < stage_seconds.size() ? stage_seconds[i] / steady_seconds : 0;
+  }
+  double step_seconds_mean() const {
+    return steady_steps > 0 ? steady_seconds / static_cast<double>(steady_steps) : 0;
+  }
 };
 
 struct TrainAnalysis {
   // Every rank's timeline aligned to rank 0, sorted by rank, WITHOUT its spans, stalls and
   // storage reads (dropped once analysed, the intervals kept in `cpu`'s input; the files keep
-  // them): identity, status, channels, settings, summary, counters.
+  // them): identity, status, channels, settings, summary, and the counter samples of the first
+  // counter_chart_ranks ranks that have any (the others' are dropped: report.html charts those).
   std::vector<RankTimeline> timelines;
+  int64_t counters_start_ns = INT64_MAX;  // the earliest counter sample of any rank (aligned)
   int world_size = 0;
   nlohmann::json settings = nlohmann::json::object();  // from the first timeline that has them
   nlohmann::json injected_delay;                        // the first non-null one
@@ -201,8 +260,9 @@ struct TrainAnalysis {
   double input_wait_fraction = 0;         // sum batch_wait / sum step time, every model rank
   double allreduce_exposed_fraction = 0;
   double transfer_exposed_fraction = 0;
-  // Per global step (steady and warm-up), the mean wall step time across model ranks.
-  std::vector<std::pair<int64_t, double>> job_step_seconds;
+  // Per global step of the whole run (steady and warm-up, analysed or not), in step order.
+  std::vector<JobStep> job_steps;
+  WholeRun whole_run;
   ClockSummary clock;
   HangFacts hang;
   uint64_t dropped_spans = 0;

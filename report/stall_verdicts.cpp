@@ -364,7 +364,7 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
   }
   for (const auto& f : findings) {
     const auto& m = *models.at(f.rank);
-    const double total_steps = static_cast<double>(m.steps.size());
+    const double total_steps = static_cast<double>(m.recorded_steps);
     StallVerdict v;
     v.kind = "straggler";
     v.severity = f.median_excess >= 0.2 * step ? "HIGH" : "MODERATE";
@@ -393,7 +393,7 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
                             m.name, f.rank_median, measure.at(f.rank), f.role_median, f.median_excess,
                             pct(step > 0 ? f.median_excess / step : 0),
                             step, pct(f.flagged_share), f.items, f.total_excess, f.median_excess * total_steps,
-                            m.steps.size());
+                            m.recorded_steps);
     if (cpu) {
       v.summary += cpu->descheduled ? "; " + descheduled_cause(*cpu)
                                     : fmt::format("; it ran {} of the wall time, {:.2f} cores on average",
@@ -471,16 +471,25 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
     known_json.push_back({{"what", k.what}, {"period", k.period}, {"matches", matches}});
     if (matches && match.empty()) match = fmt::format("{} = {:g}", k.what, k.period);
   }
-  // The stage that grows in the spike steps.
+  // The stage that grows in the spike steps: over every model rank's analysed steps, or, when the
+  // analysis was capped (the spikes may lie before its window), over the job's per-step means.
   std::string grown;
   double growth = 0;
   for (Stage stage : model_step_stages) {
     std::vector<double> spikes, normal;
-    for (const auto& m : a.model_ranks) {
-      for (const auto& s : m.steps) {
-        if (!s.steady) continue;
-        const bool spike = std::find(c.spike_steps.begin(), c.spike_steps.end(), s.step) != c.spike_steps.end();
-        (spike ? spikes : normal).push_back(s.stage(stage));
+    const auto add = [&](int64_t step, double seconds) {
+      const bool spike = std::find(c.spike_steps.begin(), c.spike_steps.end(), step) != c.spike_steps.end();
+      (spike ? spikes : normal).push_back(seconds);
+    };
+    if (a.steady.capped) {
+      for (const auto& j : a.job_steps) {
+        if (j.steady_ranks > 0) add(j.step, j.stage_seconds[model_stage_index(stage)]);
+      }
+    } else {
+      for (const auto& m : a.model_ranks) {
+        for (const auto& s : m.steps) {
+          if (s.steady) add(s.step, s.stage(stage));
+        }
       }
     }
     const double d = median(spikes) - median(normal);
@@ -842,40 +851,29 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
     }
   }
   for (const auto& v : stragglers) verdicts.push_back(v);
+  // The job's series over every steady step recorded, not only the analysed window (the same
+  // steps when the run is not capped): a period of hundreds of steps (train.checkpoint_every)
+  // shows only over thousands.
   std::vector<double> series;
   std::vector<int64_t> steps;
-  for (const auto& [step, seconds] : a.job_step_seconds) {
-    if (step >= a.steady.first_step && step <= a.steady.last_step) {
-      steps.push_back(step);
-      series.push_back(seconds);
+  for (const auto& j : a.job_steps) {
+    if (j.step >= a.steady.recorded_first_step && j.step <= a.steady.recorded_last_step) {
+      steps.push_back(j.step);
+      series.push_back(j.seconds);
     }
   }
   // The step time first; then each stage's own series, where a stall hides less behind a noisy
-  // or two-level step time (a CPU run whose steps alternate between two lengths, say).
+  // or two-level step time (a CPU run whose steps alternate between two lengths, say). A stage's
+  // series is its mean over the ranks on which the step is steady.
   const double min_excess = 0.05 * median(series);
   CyclicStall cyclic = find_cyclic_stall(series, steps, min_excess);
-  // Every stage's series in one pass over the steady steps (a pass per stage through a map was a
-  // good part of the verdicts' time at 4,096 ranks); each sum adds the ranks in the same order.
-  std::map<int64_t, std::pair<std::array<double, model_step_stages.size()>, int>> by_step;
-  if (!cyclic.found) {
-    for (const auto& m : a.model_ranks) {
-      auto at = by_step.begin();
-      for (const auto& s : m.steps) {
-        if (!s.steady) continue;
-        // A rank's steps ascend: the next one is usually the map's next node.
-        if (at == by_step.end() || at->first != s.step) at = by_step.try_emplace(s.step).first;
-        for (size_t k = 0; k < model_step_stages.size(); ++k) at->second.first[k] += s.stage_seconds[k];
-        ++at->second.second;
-        ++at;
-      }
-    }
-  }
   for (size_t k = 0; !cyclic.found && k < model_step_stages.size(); ++k) {
     std::vector<double> stage_series;
     std::vector<int64_t> stage_steps;
-    for (const auto& [step, sum] : by_step) {
-      stage_steps.push_back(step);
-      stage_series.push_back(sum.first[k] / sum.second);
+    for (const auto& j : a.job_steps) {
+      if (j.steady_ranks == 0) continue;
+      stage_steps.push_back(j.step);
+      stage_series.push_back(j.stage_seconds[k]);
     }
     CyclicStall candidate = find_cyclic_stall(stage_series, stage_steps, min_excess);
     if (candidate.found) {

@@ -2,12 +2,14 @@
 // one (tests/report/synthetic_cluster.h): the template's ranks cloned and perturbed into --ranks
 // ranks with a planted straggler model rank and a planted slow data rank.
 //
-//   make_synthetic_run --ranks 1024 --out DIR [--from RUN_DIR] [--steps 300]
+//   make_synthetic_run --ranks 1024 --out DIR [--from RUN_DIR] [--steps 300] [--stretch K]
 //                      [--straggler RANK] [--slow-data RANK] [--seed N]
 //
 // --from: a real run's directory (its timeline/rank-*.json, one data rank feeding the others: a
 // 3-rank quick start); without it the template is tests/report/synthetic_run.h's make_train_timelines
-// (2 model ranks, --steps steps). Prints the planted ranks as `straggler=R slow_data=R`.
+// (2 model ranks, --steps steps). --stretch K: the template K times over, one copy after the other
+// (synthetic_cluster.h, stretch_template: a 300-step real run becomes 3,000 steps). Prints the
+// planted ranks as `straggler=R slow_data=R`.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,7 +24,7 @@ using namespace sluice::report::testing;
 int usage(const char* message) {
   std::fprintf(stderr,
                "make_synthetic_run: %s\nusage: make_synthetic_run --ranks N --out DIR [--from RUN_DIR] [--steps S] "
-               "[--straggler RANK] [--slow-data RANK] [--seed N]\n",
+               "[--stretch K] [--straggler RANK] [--slow-data RANK] [--seed N]\n",
                message);
   return 2;
 }
@@ -32,7 +34,7 @@ int usage(const char* message) {
 int main(int argc, char** argv) {
   ClusterPlan plan;
   std::string out, from;
-  int steps = 300;
+  int steps = 300, stretch = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) return usage(("missing the value of " + arg).c_str());
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     else if (arg == "--out") out = value;
     else if (arg == "--from") from = value;
     else if (arg == "--steps") steps = std::atoi(value);
+    else if (arg == "--stretch") stretch = std::atoi(value);
     else if (arg == "--straggler") plan.straggler_rank = std::atoi(value);
     else if (arg == "--slow-data") plan.slow_data_rank = std::atoi(value);
     else if (arg == "--seed") plan.seed = std::strtoull(value, nullptr, 10);
@@ -50,7 +53,8 @@ int main(int argc, char** argv) {
   try {
     SyntheticTrain small;
     small.steps = steps;
-    const auto tmpl = from.empty() ? make_train_timelines(small) : sluice::timing::read_timelines(from);
+    const auto tmpl =
+        stretch_template(from.empty() ? make_train_timelines(small) : sluice::timing::read_timelines(from), stretch);
     if (tmpl.empty()) return usage(("no timelines under " + from + "/timeline").c_str());
     plant_default_ranks(plan, cluster_shape(tmpl));
     write_synthetic_cluster(tmpl, plan, out);

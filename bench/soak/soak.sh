@@ -13,6 +13,10 @@
 # `bench/soak/soak_summary.py WORK [WARMUP_MIN] [WINDOW_MIN]`.
 #
 #   bench/soak/soak.sh [BUILD_DIR] [MINUTES] [-- extra sluice train options]
+#   ALLOCATOR=glibc|jemalloc|tcmalloc   the ranks' C allocator: glibc's, or Debian's libjemalloc2 /
+#                     libtcmalloc-minimal4 preloaded into every rank (LD_PRELOAD through mpirun -x),
+#                     to compare allocators on one build (default: whatever the binary links)
+#   BENCH_DIR=DIR     where it works (default /tmp/sluice-soak); two soaks side by side need two
 #
 # A benchmark, not a test: it runs niced (nice 10) and never fails on a number; it writes
 # WORK/rss.tsv (seconds, rank, VmRSS KiB, peak KiB since the previous sample) and
@@ -26,8 +30,16 @@ shift $(( $# < 2 ? $# : 2 ))
 [ "${1:-}" = "--" ] && shift
 work=${BENCH_DIR:-/tmp/sluice-soak}
 mkdir -p "$work"
-cp "$build/launcher/sluice" "$work/sluice"
+# sluice hands `train` to sluice-train beside it (docs/architecture.md): copy both.
+cp "$build/launcher/sluice" "$build/launcher/sluice-train" "$work/"
 sluice=$(realpath "$work/sluice")
+preload=()
+case "${ALLOCATOR:-}" in
+  ""|glibc) ;;
+  jemalloc) preload=(-x LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2) ;;
+  tcmalloc) preload=(-x LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4) ;;
+  *) echo "soak.sh: ALLOCATOR must be glibc, jemalloc or tcmalloc, not $ALLOCATOR" >&2; exit 2 ;;
+esac
 sample_s=${SAMPLE_S:-5}
 warmup_min=${WARMUP_MIN:-5}
 ranks=3
@@ -36,14 +48,14 @@ sample_cache "$work" "$sluice" "$ranks"
 rm -rf "$work/run" "$work/rss.tsv"
 
 # Steps far beyond the time limit: the run ends by SIGTERM, as a preempted job does.
-nice -n 10 $launcher "$sluice" train --cache "$work/cache" --run-dir "$work/run" --steps 100000000 \
+nice -n 10 $launcher "${preload[@]}" "$sluice" train --cache "$work/cache" --run-dir "$work/run" --steps 100000000 \
   --set train.batch_size=8 --set train.n_buckets=2 --set train.log_every=500 \
   --set train.validation_every=2000 --set train.checkpoint_every=2000 "$@" >"$work/train.log" 2>&1 &
 launcher_pid=$!
 
 # The ranks are the sluice processes under this mpirun; OMPI_COMM_WORLD_RANK names each.
 rank_pids() {
-  for pid in $(pgrep -P "$launcher_pid" 2>/dev/null; pgrep -x sluice 2>/dev/null); do
+  for pid in $(pgrep -P "$launcher_pid" 2>/dev/null; pgrep -x sluice 2>/dev/null; pgrep -x sluice-train 2>/dev/null); do
     [ -r "/proc/$pid/environ" ] || continue
     local rank
     # Processes of other jobs come and go between pgrep and here: their errors are not ours.

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "timing/cpu_watch.h"
 #include "timing/timeline_file.h"
 
 namespace sluice::report::testing {
@@ -185,6 +186,81 @@ inline void perturb(timing::RankTimeline& t, double jitter, int64_t skew_ns, std
 }
 
 }  // namespace detail
+
+// The template run `times` times over, one copy after the other: every rank's spans, counter
+// samples, stall and storage-read intervals repeated, each copy later by the run's duration and
+// with its steps and channel sequence numbers after the previous copy's, so that a 300-step run
+// becomes a 3,000-step one with the same per-step behaviour. Like CpuWatch, a rank keeps only its
+// last CpuWatch::max_stalls stalls (and max_read_intervals storage reads), and says how many it
+// dropped.
+inline std::vector<timing::RankTimeline> stretch_template(std::vector<timing::RankTimeline> tmpl, int times) {
+  if (times <= 1) return tmpl;
+  int64_t first = INT64_MAX, last = INT64_MIN, steps = 0, sequences = 0;
+  for (const auto& t : tmpl) {
+    for (const auto& s : t.spans) {
+      first = std::min(first, s.start_ns);
+      last = std::max(last, s.end_ns);
+      steps = std::max(steps, s.step + 1);
+      sequences = std::max(sequences, s.sequence + 1);
+    }
+  }
+  if (first > last) return tmpl;
+  const int64_t period = last - first + 1'000'000;  // the run, and 1 ms between copies
+  for (auto& t : tmpl) {
+    const size_t spans = t.spans.size(), counters = t.counters.size();
+    const size_t stalls = t.stalls.size(), reads = t.storage_reads.size();
+    t.spans.reserve(spans * static_cast<size_t>(times));
+    for (int c = 1; c < times; ++c) {
+      const int64_t shift = c * period;
+      for (size_t i = 0; i < spans; ++i) {
+        timing::Span s = t.spans[i];
+        s.start_ns += shift;
+        s.end_ns += shift;
+        if (s.step >= 0) s.step += c * steps;
+        if (s.sequence >= 0) s.sequence += c * sequences;
+        t.spans.push_back(s);
+      }
+      for (size_t i = 0; i < counters; ++i) {
+        timing::CounterSample sample = t.counters[i];
+        sample.t_ns += shift;
+        t.counters.push_back(sample);
+      }
+      for (size_t i = 0; i < stalls; ++i) t.stalls.emplace_back(t.stalls[i].first + shift, t.stalls[i].second + shift);
+      for (size_t i = 0; i < reads; ++i) {
+        auto read = t.storage_reads[i];
+        read[0] += shift;
+        read[1] += shift;
+        t.storage_reads.push_back(read);
+      }
+    }
+    if (t.clock.end) t.clock.end->local_ns += (times - 1) * period;
+    for (auto& channel : t.channels) {
+      for (const char* key : {"batches", "bytes"}) {
+        if (channel.contains(key) && channel[key].is_number()) channel[key] = channel[key].get<int64_t>() * times;
+      }
+    }
+    if (t.resources.is_object()) {
+      for (const char* key : {"wall_seconds", "cpu_user_seconds", "cpu_system_seconds", "stalled_seconds"}) {
+        if (t.resources.contains(key) && t.resources[key].is_number()) {
+          t.resources[key] = t.resources[key].get<double>() * times;
+        }
+      }
+      if (t.resources.contains("stall_count") && t.resources["stall_count"].is_number()) {
+        t.resources["stall_count"] = t.resources["stall_count"].get<int64_t>() * times;
+      }
+      if (t.stalls.size() > timing::CpuWatch::max_stalls) {
+        const size_t dropped = t.stalls.size() - timing::CpuWatch::max_stalls;
+        t.stalls.erase(t.stalls.begin(), t.stalls.begin() + static_cast<std::ptrdiff_t>(dropped));
+        t.resources["stalls_dropped"] = t.resources.value("stalls_dropped", int64_t{0}) + static_cast<int64_t>(dropped);
+      }
+      if (t.storage_reads.size() > timing::CpuWatch::max_read_intervals) {
+        const size_t dropped = t.storage_reads.size() - timing::CpuWatch::max_read_intervals;
+        t.storage_reads.erase(t.storage_reads.begin(), t.storage_reads.begin() + static_cast<std::ptrdiff_t>(dropped));
+      }
+    }
+  }
+  return tmpl;
+}
 
 // Writes plan.ranks timelines under run_dir/timeline. `tmpl`: the template run's timelines.
 inline void write_synthetic_cluster(const std::vector<timing::RankTimeline>& tmpl, const ClusterPlan& plan,

@@ -292,10 +292,10 @@ TEST(CyclicStall, NotFromRandomSpikes) {
   // The detector saw the spikes and rejected the period.
   std::vector<double> series;
   std::vector<int64_t> steps;
-  for (const auto& [step, seconds] : analysis.job_step_seconds) {
-    if (step >= analysis.steady.first_step) {
-      steps.push_back(step);
-      series.push_back(seconds);
+  for (const auto& j : analysis.job_steps) {
+    if (j.step >= analysis.steady.first_step) {
+      steps.push_back(j.step);
+      series.push_back(j.seconds);
     }
   }
   const CyclicStall c = find_cyclic_stall(series, steps, 0.005);
