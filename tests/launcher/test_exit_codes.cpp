@@ -179,11 +179,13 @@ TEST(ExitCodes, AConfigErrorIs2AndNamesFileAndLine) {
 class ExitCodesOnACache : public ::testing::Test {
  protected:
   // A cache made with 64 mels at 16 kHz (not the defaults, 80 at 22.05 kHz), and a copy of it with
-  // one shard deleted. The cache lives in the build tree: a rerun of prep keeps its shards.
+  // one shard deleted, both in this process's scratch: ctest runs each test in a process of its
+  // own, in parallel, and a cache shared between them made the second prep fail on the first's
+  // lock (a failure gtest then reported as a skip of the test).
   static void SetUpTestSuite() {
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    cache_ = fs::path(SLUICE_BINARY).parent_path().parent_path() / "tests" / "launcher" / "cache-64-mels";
+    cache_ = scratch("cache-64-mels");
     const auto prep = run(sluice_binary + " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " + cache_.string() +
                           " --set features.n_mels=64 --set features.sample_rate=16000 --set cache.shard_size=32");
     ASSERT_EQ(prep.exit_code, 0) << prep.output;

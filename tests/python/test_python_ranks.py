@@ -121,6 +121,19 @@ class PythonRanks(unittest.TestCase):
         code, output = run(command)
         return run_dir, code, output
 
+    def start_and_wait_for(self, command, path, what):
+        """Starts `command` (mpirun ...) and waits up to 180 s for `path` to appear (a rank writes it
+        once it got that far); fails the test with the job's output if it never does. Returns the
+        running job."""
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 180
+        while not os.path.exists(path) and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not os.path.exists(path):
+            job.kill()
+            self.fail(what + ":\n" + job.communicate()[0])
+        return job
+
     def records(self, name):
         return [read_json(p) for p in sorted(glob.glob(os.path.join(self.work, name + "-rank*.json")))]
 
@@ -274,13 +287,7 @@ class PythonRanks(unittest.TestCase):
         pid_file = os.path.join(self.work, name + "-pid-{rank}")
         run_dir, command = self.command(name, 100000, [PROBE, out, "--pace", "0.05", "--ready-after", "3", ready,
                                                        "--pid-file", pid_file])
-        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 180
-        while not os.path.exists(ready) and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not os.path.exists(ready):
-            job.kill()
-            self.fail("the Python ranks did not start training:\n" + job.communicate()[0])
+        job = self.start_and_wait_for(command, ready, "the Python ranks did not start training")
         if target == "mpirun":
             job.send_signal(signal.SIGUSR1)
         elif target == "python1":
@@ -383,13 +390,7 @@ class PythonRanks(unittest.TestCase):
         pid_file = os.path.join(self.work, name + "-pid-{rank}")
         try:
             run_dir, command = self.command(name, 40, [DDP_PROBE, out, "--pid-file", pid_file])
-            job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            deadline = time.monotonic() + 180
-            while not os.path.exists(pid_file.format(rank=1)) and job.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if not os.path.exists(pid_file.format(rank=1)):
-                job.kill()
-                self.fail("model rank 1 never set up DDP:\n" + job.communicate()[0])
+            job = self.start_and_wait_for(command, pid_file.format(rank=1), "model rank 1 never set up DDP")
             with open(pid_file.format(rank=1)) as file:
                 quota.move(int(file.read()))
             output, _ = job.communicate(timeout=300)
@@ -422,13 +423,7 @@ class PythonRanks(unittest.TestCase):
         pid_file = os.path.join(self.work, name + "-pid-{rank}")
         out = os.path.join(self.work, name + "-rank{rank}.json")
         run_dir, command = self.command(name, 28, [PROBE, out, "--pace", "0.05", "--pid-file", pid_file])
-        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 180
-        while not os.path.exists(pid_file.format(rank=1)) and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not os.path.exists(pid_file.format(rank=1)):
-            job.kill()
-            self.fail("model rank 1 never opened its feed:\n" + job.communicate()[0])
+        job = self.start_and_wait_for(command, pid_file.format(rank=1), "model rank 1 never opened its feed")
         with open(pid_file.format(rank=1)) as file:
             stopped = int(file.read())
         done = threading.Event()
