@@ -114,8 +114,6 @@ for i, batch in enumerate(feed):
     start = time.perf_counter()
 data_rank.mark("feed")  # the fed steps after the warm-up (and their interleaved replays)
 timed_batches = len(kept) - args.warmup
-feed.close()
-data_rank.mark("close")
 fed = samples / timed
 replayed_interleaved = samples / interleaved
 
@@ -132,6 +130,14 @@ def timed_pass(batches):
         start = time.perf_counter()
     return count / total
 
+
+# 2c. The same batches from memory in a pass of their own while the feed is still open (its
+#     threads and the data rank alive, every batch received), then 2b after feed.close(): whether
+#     a step is slower with the feed open or only earlier in the script.
+replayed_feed_open = timed_pass((t, tl, m, ml) for t, tl, m, ml, _ in kept)
+data_rank.mark("replay_feed_open")
+feed.close()
+data_rank.mark("close")
 
 # 2b. The same batches from memory, in a pass of their own after the feed ended.
 replayed = timed_pass((t, tl, m, ml) for t, tl, m, ml, _ in kept)
@@ -213,6 +219,7 @@ if "feed" in phases:
 print(json.dumps({"steps": len(kept), "batch_size": kept[0][0].size(0), "fed_samples_per_s": fed,
                   "replayed_samples_per_s": replayed, "eta": fed / replayed,
                   "replayed_interleaved_samples_per_s": replayed_interleaved,
+                  "replayed_feed_open_samples_per_s": replayed_feed_open,
                   "eta_interleaved": fed / replayed_interleaved,
                   "dataloader": loaders, "dataloader_best_workers": best,
                   "dataloader_eta_interleaved": loaders[best]["eta"],
