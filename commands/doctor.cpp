@@ -231,6 +231,7 @@ json to_json(const DoctorFacts& facts, const std::vector<Problem>& problems) {
                 {"launcher", facts.launch.launcher},
                 {"world_size", facts.launch.world_size},
                 {"in_slurm_job", facts.launch.in_slurm_job}};
+  out["allocator"] = facts.launch.allocator;
   out["hdf5"] = {{"version", facts.hdf5_version}};
   out["torch"] = {{"version", facts.torch.version},
                   {"cuda_build", facts.torch.cuda_build},
@@ -312,6 +313,7 @@ std::string to_table(const DoctorFacts& facts, const std::vector<Problem>& probl
   row("MPI", facts.launch.mpi_library);
   row("launcher", facts.launch.launcher + ", " + std::to_string(facts.launch.world_size) + " rank(s)" +
                       (facts.launch.in_slurm_job ? ", inside a Slurm job" : ""));
+  row("allocator", facts.launch.allocator);
   row("CPU cores", std::to_string(facts.usable_cores) + " usable of " + std::to_string(facts.machine_cores));
   row("config", facts.config_error.empty() ? "valid" : "INVALID");
   if (facts.roles) {
@@ -415,6 +417,7 @@ DoctorFacts collect_facts(const MpiSession& session, const config::Config* confi
   facts.launch.launcher = launcher_from_env([](const char* name) { return std::getenv(name); });
   facts.launch.world_size = session.size();
   facts.launch.in_slurm_job = std::getenv("SLURM_JOB_ID") != nullptr;
+  facts.launch.allocator = allocator_in_use();
   facts.machine_cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   facts.usable_cores = usable_cores();
   facts.config_error = config_error;

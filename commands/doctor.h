@@ -40,6 +40,7 @@ struct LaunchFacts {
   std::string launcher;     // "mpirun (Open MPI)", "srun", "mpiexec (Hydra)", "singleton"
   int world_size = 1;       // ranks in this launch
   bool in_slurm_job = false;
+  std::string allocator;    // allocator_in_use(): "tcmalloc (...)" or "system ..."
 };
 
 // Reads the launcher from environment variables through `lookup` (null: unset). Pure.

@@ -1,8 +1,10 @@
 #include "common/host.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <thread>
 
 namespace sluice {
@@ -19,6 +21,22 @@ int usable_cores() {
   CPU_ZERO(&mask);
   if (::sched_getaffinity(0, sizeof(mask), &mask) == 0) return std::max(1, CPU_COUNT(&mask));
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::string allocator_in_use() {
+  // Each exports a function of its own beside malloc; glibc none of these.
+  std::string in_use = "system";
+  if (::dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr) {
+    in_use = "tcmalloc";
+  } else if (::dlsym(RTLD_DEFAULT, "mallctl") != nullptr) {
+    in_use = "jemalloc";
+  } else if (::dlsym(RTLD_DEFAULT, "mi_malloc") != nullptr) {
+    in_use = "mimalloc";
+  }
+  const char* why = std::getenv("SLUICE_MALLOC_CHOSEN");
+  if (why == nullptr || *why == '\0') return in_use;
+  // The launcher's reason names what it chose; say it only where it is what runs.
+  return std::string(why).rfind(in_use, 0) == 0 ? std::string(why) : in_use + " (" + why + ")";
 }
 
 std::string binding_warning(int threads) {

@@ -15,4 +15,10 @@ int usable_cores();
 // its binding, or "" when the binding leaves room. Says how to launch instead.
 std::string binding_warning(int threads);
 
+// The C allocator this process runs with: "tcmalloc" when it is loaded (sluice preloads it into
+// sluice-train: launcher/train_binary.h), "jemalloc" or "mimalloc" when the user preloaded one,
+// else "system". With the launcher's reason when it set
+// one (SLUICE_MALLOC_CHOSEN), e.g. "tcmalloc (/usr/lib/...so.4, preloaded; ...)".
+std::string allocator_in_use();
+
 }  // namespace sluice

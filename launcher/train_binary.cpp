@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -11,6 +13,9 @@
 
 #ifndef SLUICE_TRAIN_FROM_BINDIR
 #error "launcher/CMakeLists.txt defines SLUICE_TRAIN_FROM_BINDIR (the install layout's libexec path from bin/)"
+#endif
+#ifndef SLUICE_TCMALLOC_PATH
+#error "launcher/CMakeLists.txt defines SLUICE_TCMALLOC_PATH (empty where the build found no tcmalloc)"
 #endif
 
 namespace sluice::launcher {
@@ -29,6 +34,27 @@ std::string command_of(int argc, char** argv) {
 }
 
 }  // namespace
+
+AllocatorChoice choose_allocator(const char* requested, const char* ld_preload, const std::string& tcmalloc_path) {
+  const std::string asked = requested == nullptr || *requested == '\0' ? "tcmalloc" : requested;
+  if (asked != "tcmalloc" && asked != "system") {
+    throw std::invalid_argument("SLUICE_MALLOC=" + asked + " is not an allocator sluice knows: use tcmalloc (the "
+                                "default) or system (the C library's malloc)");
+  }
+  if (asked == "system") return {"system", "", "SLUICE_MALLOC=system: the C library's malloc"};
+  const std::string preloaded = ld_preload == nullptr ? "" : ld_preload;
+  for (const char* other : {"tcmalloc", "jemalloc", "mimalloc"}) {
+    if (preloaded.find(other) != std::string::npos) {
+      return {other, "", "LD_PRELOAD already names " + std::string(other) + " (" + preloaded + "): left as it is"};
+    }
+  }
+  if (tcmalloc_path.empty() || ::access(tcmalloc_path.c_str(), R_OK) != 0) {
+    return {"system", "",
+            "tcmalloc is not installed (" + (tcmalloc_path.empty() ? std::string("not found at build time") : tcmalloc_path) +
+                "): the C library's malloc; install libtcmalloc-minimal4 for flat memory on CPU ranks"};
+  }
+  return {"tcmalloc", tcmalloc_path, "tcmalloc (" + tcmalloc_path + ", preloaded; SLUICE_MALLOC=system for glibc's)"};
+}
 
 bool needs_torch(int argc, char** argv) {
   const std::string command = command_of(argc, argv);
@@ -52,6 +78,24 @@ int exec_train_binary(int argc, char** argv) {
                                 error.message(), command);
     return 1;
   }
+  AllocatorChoice allocator;
+  try {
+    allocator = choose_allocator(std::getenv("SLUICE_MALLOC"), std::getenv("LD_PRELOAD"), SLUICE_TCMALLOC_PATH);
+  } catch (const std::invalid_argument& bad) {
+    log::get("launcher")->error("{}", bad.what());
+    return 2;
+  }
+  log::get("launcher")->debug("allocator: {}", allocator.why);
+  if (!allocator.preload.empty()) {
+    const char* before = std::getenv("LD_PRELOAD");
+    const std::string preload = allocator.preload + (before != nullptr && *before != '\0' ? ":" + std::string(before) : "");
+    ::setenv("LD_PRELOAD", preload.c_str(), 1);
+    // tcmalloc reports every allocation over 1 GiB on stderr by default; a large batch or index
+    // is not news.
+    ::setenv("TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD", "1099511627776", 0);
+  }
+  // sluice-train says which allocator it runs with (doctor, the train log).
+  ::setenv("SLUICE_MALLOC_CHOSEN", allocator.why.c_str(), 1);
   std::string looked;
   for (const fs::path& candidate : train_binary_candidates(self)) {
     if (::access(candidate.c_str(), X_OK) != 0) {

@@ -8,6 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libhdf5-dev hdf5-tools
   libsndfile1-dev libflac-dev libsoxr-dev libfftw3-dev
+  libtcmalloc-minimal4                  # the allocator sluice-train runs with (launcher/train_binary.h)
   libyaml-cpp-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev libxxhash-dev libutf8proc-dev
   libespeak-ng-dev espeak-ng sox
   libgtest-dev libbenchmark-dev chromium

@@ -13,9 +13,10 @@
 # `bench/soak/soak_summary.py WORK [WARMUP_MIN] [WINDOW_MIN]`.
 #
 #   bench/soak/soak.sh [BUILD_DIR] [MINUTES] [-- extra sluice train options]
-#   ALLOCATOR=glibc|jemalloc|tcmalloc   the ranks' C allocator: glibc's, or Debian's libjemalloc2 /
-#                     libtcmalloc-minimal4 preloaded into every rank (LD_PRELOAD through mpirun -x),
-#                     to compare allocators on one build (default: whatever the binary links)
+#   ALLOCATOR=tcmalloc|glibc|jemalloc   the ranks' C allocator: tcmalloc (what `sluice` preloads
+#                     into sluice-train by default, launcher/train_binary.h), glibc's
+#                     (SLUICE_MALLOC=system), or Debian's libjemalloc2 preloaded into every rank
+#                     (LD_PRELOAD through mpirun -x; sluice then leaves it alone)
 #   BENCH_DIR=DIR     where it works (default /tmp/sluice-soak); two soaks side by side need two
 #
 # A benchmark, not a test: it runs niced (nice 10) and never fails on a number; it writes
@@ -33,12 +34,12 @@ mkdir -p "$work"
 # sluice hands `train` to sluice-train beside it (docs/architecture.md): copy both.
 cp "$build/launcher/sluice" "$build/launcher/sluice-train" "$work/"
 sluice=$(realpath "$work/sluice")
-preload=()
-case "${ALLOCATOR:-}" in
-  ""|glibc) ;;
-  jemalloc) preload=(-x LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2) ;;
-  tcmalloc) preload=(-x LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4) ;;
-  *) echo "soak.sh: ALLOCATOR must be glibc, jemalloc or tcmalloc, not $ALLOCATOR" >&2; exit 2 ;;
+allocator_env=()
+case "${ALLOCATOR:-tcmalloc}" in
+  tcmalloc) allocator_env=(-x SLUICE_MALLOC=tcmalloc) ;;
+  glibc) allocator_env=(-x SLUICE_MALLOC=system) ;;
+  jemalloc) allocator_env=(-x LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2) ;;
+  *) echo "soak.sh: ALLOCATOR must be tcmalloc, glibc or jemalloc, not $ALLOCATOR" >&2; exit 2 ;;
 esac
 sample_s=${SAMPLE_S:-5}
 warmup_min=${WARMUP_MIN:-5}
@@ -48,7 +49,7 @@ sample_cache "$work" "$sluice" "$ranks"
 rm -rf "$work/run" "$work/rss.tsv"
 
 # Steps far beyond the time limit: the run ends by SIGTERM, as a preempted job does.
-nice -n 10 $launcher "${preload[@]}" "$sluice" train --cache "$work/cache" --run-dir "$work/run" --steps 100000000 \
+nice -n 10 $launcher "${allocator_env[@]}" "$sluice" train --cache "$work/cache" --run-dir "$work/run" --steps 100000000 \
   --set train.batch_size=8 --set train.n_buckets=2 --set train.log_every=500 \
   --set train.validation_every=2000 --set train.checkpoint_every=2000 "$@" >"$work/train.log" 2>&1 &
 launcher_pid=$!

@@ -122,6 +122,7 @@ RolePlan plan_and_print_roles(const MpiSession& session, const TrainSettings& se
   if (session.rank() == 0) {
     std::printf("%s", roles.table().c_str());
     std::fflush(stdout);
+    log::get("runtime")->info("allocator: {}", allocator_in_use());
   }
   return roles;
 }

@@ -135,6 +135,26 @@ TEST(SluiceExecutables, TorchCommandsRunInSluiceTrainThroughSluice) {
   }
 }
 
+// sluice-train runs with tcmalloc, preloaded by `sluice` where the build found it (Debian's
+// libtcmalloc-minimal4), unless SLUICE_MALLOC=system; an unknown value is a usage error. What
+// doctor prints is what the process really loaded (allocator_in_use looks up tcmalloc's own
+// symbol), not the setting.
+TEST(SluiceExecutables, SluiceTrainRunsWithTcmallocUnlessToldOtherwise) {
+  const std::string expected = SLUICE_EXPECT_TCMALLOC ? "tcmalloc (" : "system (tcmalloc is not installed";
+  const auto by_default = run(sluice_binary + " doctor");
+  EXPECT_TRUE(contains(by_default.output, "allocator          " + expected)) << by_default.output;
+  const auto system = run("SLUICE_MALLOC=system " + sluice_binary + " doctor");
+  EXPECT_TRUE(contains(system.output, "allocator          system (SLUICE_MALLOC=system")) << system.output;
+  const auto bogus = run("SLUICE_MALLOC=hoard " + sluice_binary + " doctor");
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
+  EXPECT_TRUE(contains(bogus.output, "SLUICE_MALLOC=hoard is not an allocator")) << bogus.output;
+  if (SLUICE_EXPECT_TCMALLOC) {
+    // A tcmalloc the user preloads already is left alone, not loaded twice.
+    const auto own = run("LD_PRELOAD=libtcmalloc_minimal.so.4 " + sluice_binary + " doctor");
+    EXPECT_TRUE(contains(own.output, "allocator          tcmalloc (LD_PRELOAD already names tcmalloc")) << own.output;
+  }
+}
+
 // A `sluice` without its sluice-train says what is missing and where it looked, with exit 1;
 // the commands that need no libtorch still work.
 TEST(SluiceExecutables, WithoutSluiceTrainTrainFailsNamingWhereItLooked) {
