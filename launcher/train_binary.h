@@ -25,8 +25,9 @@ std::vector<std::filesystem::path> train_binary_candidates(const std::filesystem
 //   system                  the C library's malloc (glibc)
 // Why tcmalloc: a CPU model rank frees and reallocates its activations every step; glibc's
 // dynamic mmap threshold moves those tensors between mmap and its heap, and its peak RSS stepped
-// up ~5% in an hour without any growth behind it, while tcmalloc kept it flat (+0.0% over an
-// hour), used 12% less memory and was not slower (docs/performance.md, "Memory over an hour").
+// up ~5% in an hour without any growth behind it, while with tcmalloc it stayed within 2.4% over
+// an hour of 3x the steps, 12% lower, with steps 0.88x glibc's (docs/performance.md, "Memory over
+// an hour").
 // A library the user preloads already (LD_PRELOAD naming a malloc) is left alone.
 struct AllocatorChoice {
   std::string name;     // "tcmalloc", "system", or the malloc LD_PRELOAD already names
