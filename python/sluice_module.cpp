@@ -16,6 +16,7 @@
 #endif
 
 #include "common/error.h"
+#include "common/host.h"
 #include "common/mpi_session.h"
 #include "common/stop_signal.h"
 #include "python/dlpack_abi.h"
@@ -319,6 +320,7 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
   register_errors(m);
   m.def("_shutdown", &shutdown);
   m.def("now_ns", &sluice::timing::now_ns, "the clock of the timeline's spans (CLOCK_MONOTONIC, ns)");
+  m.def("allocator", &sluice::allocator_in_use, "the C allocator this process runs with (tcmalloc, jemalloc, system)");
 
   py::class_<Section>(m, "Section", "one section of a batch in its receive slot, for DLPack consumers")
       .def("__dlpack__", &Section::dlpack, py::arg("stream") = py::none())

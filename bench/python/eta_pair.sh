@@ -11,7 +11,10 @@
 # it only BUILD_DIR runs. Each run: 1 data rank + 1 Python rank (Debian's /usr/bin/python3 with
 # the build's extension), batch 16, 2 buckets, STEPS (120) global steps on the sample corpus's
 # cache, DataLoader workers WORKERS (0,1,2). Prints one line per run and writes every run's JSON
-# to $BENCH_DIR (default /tmp/sluice-bench-eta).
+# to $BENCH_DIR (default /tmp/sluice-bench-eta). PY_MALLOC=system|tcmalloc: the Python rank's C
+# allocator (default system, the interpreter's glibc; tcmalloc preloads Debian's
+# libtcmalloc-minimal4 into it: docs/python.md, "Allocator"); the sluice rank runs with tcmalloc
+# either way (SLUICE_MALLOC).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -21,6 +24,12 @@ workers=${4:-0,1,2}
 work=${BENCH_DIR:-/tmp/sluice-bench-eta}
 . bench/train/sample_cache.sh
 sample_cache "$work" "$build/launcher/sluice" 2
+py_env=()
+case "${PY_MALLOC:-system}" in
+  system) ;;
+  tcmalloc) py_env=(LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4) ;;
+  *) echo "eta_pair.sh: PY_MALLOC must be system or tcmalloc, not $PY_MALLOC" >&2; exit 2 ;;
+esac
 builds=("$build")
 [ -n "${BASELINE:-}" ] && builds=("$BASELINE" "$build")
 
@@ -51,7 +60,7 @@ for round in $(seq "$rounds"); do
     PYTHONPATH=$b/python mpirun --bind-to none -np 1 "$b/launcher/sluice" train --cache "$work/cache" \
       --run-dir "$run_dir" --steps "$steps" --set train.batch_size=16 --set train.n_buckets=2 \
       --set train.validation_every=0 --set train.checkpoint_every=0 --set runtime.status_every_s=0 \
-      : -np 1 /usr/bin/python3 bench/python/eta.py --cache "$work/cache" --workers "$workers" \
+      : -np 1 env "${py_env[@]}" /usr/bin/python3 bench/python/eta.py --cache "$work/cache" --workers "$workers" \
       >"$work/eta-$name.log" 2>&1
     wait "$watcher" || true
     /usr/bin/python3 - "$work/eta-$name.log" "$work/perf-$name.csv" "$b" "$load" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
