@@ -33,10 +33,8 @@ std::string allocator_in_use() {
   } else if (::dlsym(RTLD_DEFAULT, "mi_malloc") != nullptr) {
     in_use = "mimalloc";
   }
-  const char* why = std::getenv("SLUICE_MALLOC_CHOSEN");
-  if (why == nullptr || *why == '\0') return in_use;
-  // The launcher's reason names what it chose; say it only where it is what runs.
-  return std::string(why).rfind(in_use, 0) == 0 ? std::string(why) : in_use + " (" + why + ")";
+  const char* reason = std::getenv("SLUICE_MALLOC_CHOSEN");
+  return reason == nullptr || *reason == '\0' ? in_use : in_use + " (" + reason + ")";
 }
 
 std::string binding_warning(int threads) {

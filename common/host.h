@@ -18,7 +18,7 @@ std::string binding_warning(int threads);
 // The C allocator this process runs with: "tcmalloc" when it is loaded (sluice preloads it into
 // sluice-train: launcher/train_binary.h), "jemalloc" or "mimalloc" when the user preloaded one,
 // else "system". With the launcher's reason when it set
-// one (SLUICE_MALLOC_CHOSEN), e.g. "tcmalloc (/usr/lib/...so.4, preloaded; ...)".
+// one (SLUICE_MALLOC_CHOSEN), e.g. "tcmalloc (/usr/lib/...so.4, preloaded by sluice; ...)".
 std::string allocator_in_use();
 
 }  // namespace sluice

@@ -33,28 +33,36 @@ std::string command_of(int argc, char** argv) {
   return "";
 }
 
-}  // namespace
+// What SLUICE_MALLOC asks for (train_binary.h): the library to preload (empty: none) and the
+// reason, which sluice-train prints after the allocator it finds loaded ("tcmalloc (REASON)").
+struct AllocatorChoice {
+  std::string preload;
+  std::string reason;
+};
 
+// Throws std::invalid_argument for an unknown SLUICE_MALLOC, naming the accepted values.
 AllocatorChoice choose_allocator(const char* requested, const char* ld_preload, const std::string& tcmalloc_path) {
   const std::string asked = requested == nullptr || *requested == '\0' ? "tcmalloc" : requested;
   if (asked != "tcmalloc" && asked != "system") {
     throw std::invalid_argument("SLUICE_MALLOC=" + asked + " is not an allocator sluice knows: use tcmalloc (the "
                                 "default) or system (the C library's malloc)");
   }
-  if (asked == "system") return {"system", "", "SLUICE_MALLOC=system: the C library's malloc"};
+  if (asked == "system") return {"", "SLUICE_MALLOC=system: the C library's malloc"};
   const std::string preloaded = ld_preload == nullptr ? "" : ld_preload;
   for (const char* other : {"tcmalloc", "jemalloc", "mimalloc"}) {
     if (preloaded.find(other) != std::string::npos) {
-      return {other, "", "LD_PRELOAD already names " + std::string(other) + " (" + preloaded + "): left as it is"};
+      return {"", "LD_PRELOAD already names " + std::string(other) + " (" + preloaded + "): left as it is"};
     }
   }
   if (tcmalloc_path.empty() || ::access(tcmalloc_path.c_str(), R_OK) != 0) {
-    return {"system", "",
-            "tcmalloc is not installed (" + (tcmalloc_path.empty() ? std::string("not found at build time") : tcmalloc_path) +
-                "): the C library's malloc; install libtcmalloc-minimal4 for flat memory on CPU ranks"};
+    return {"", "tcmalloc is not installed (" +
+                    (tcmalloc_path.empty() ? std::string("not found at build time") : tcmalloc_path) +
+                    "): the C library's malloc; install libtcmalloc-minimal4 for flat memory on CPU ranks"};
   }
-  return {"tcmalloc", tcmalloc_path, "tcmalloc (" + tcmalloc_path + ", preloaded; SLUICE_MALLOC=system for glibc's)"};
+  return {tcmalloc_path, tcmalloc_path + ", preloaded by sluice; SLUICE_MALLOC=system for glibc's"};
 }
+
+}  // namespace
 
 bool needs_torch(int argc, char** argv) {
   const std::string command = command_of(argc, argv);
@@ -85,7 +93,7 @@ int exec_train_binary(int argc, char** argv) {
     log::get("launcher")->error("{}", bad.what());
     return 2;
   }
-  log::get("launcher")->debug("allocator: {}", allocator.why);
+  log::get("launcher")->debug("allocator: {}", allocator.reason);
   if (!allocator.preload.empty()) {
     const char* before = std::getenv("LD_PRELOAD");
     const std::string preload = allocator.preload + (before != nullptr && *before != '\0' ? ":" + std::string(before) : "");
@@ -95,7 +103,7 @@ int exec_train_binary(int argc, char** argv) {
     ::setenv("TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD", "1099511627776", 0);
   }
   // sluice-train says which allocator it runs with (doctor, the train log).
-  ::setenv("SLUICE_MALLOC_CHOSEN", allocator.why.c_str(), 1);
+  ::setenv("SLUICE_MALLOC_CHOSEN", allocator.reason.c_str(), 1);
   std::string looked;
   for (const fs::path& candidate : train_binary_candidates(self)) {
     if (::access(candidate.c_str(), X_OK) != 0) {

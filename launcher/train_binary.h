@@ -6,7 +6,6 @@
 // relative to PREFIX/bin/sluice (SLUICE_TRAIN_FROM_BINDIR, set by launcher/CMakeLists.txt from
 // GNUInstallDirs). Symbolic links to `sluice` are followed first, so a link in ~/bin works.
 #include <filesystem>
-#include <string>
 #include <vector>
 
 namespace sluice::launcher {
@@ -27,17 +26,9 @@ std::vector<std::filesystem::path> train_binary_candidates(const std::filesystem
 // dynamic mmap threshold moves those tensors between mmap and its heap, and its peak RSS stepped
 // up ~5% in an hour without any growth behind it, while with tcmalloc it stayed within 2.4% over
 // an hour of 3x the steps, 12% lower, with steps 0.88x glibc's (docs/performance.md, "Memory over
-// an hour").
-// A library the user preloads already (LD_PRELOAD naming a malloc) is left alone.
-struct AllocatorChoice {
-  std::string name;     // "tcmalloc", "system", or the malloc LD_PRELOAD already names
-  std::string preload;  // the library to add to LD_PRELOAD, empty for none
-  std::string why;      // one line for the log: what was asked and what it got
-};
-// `requested`: SLUICE_MALLOC's value (nullptr: unset); `ld_preload`: LD_PRELOAD's (nullptr:
-// unset); `tcmalloc_path`: where the build found the library (empty: not found). Throws
-// std::invalid_argument for an unknown SLUICE_MALLOC, naming the accepted values.
-AllocatorChoice choose_allocator(const char* requested, const char* ld_preload, const std::string& tcmalloc_path);
+// an hour"). A library the user preloads already (LD_PRELOAD naming a malloc) is left alone.
+// sluice-train reports what it really loaded (common/host.h, allocator_in_use), with the reason
+// given here in SLUICE_MALLOC_CHOSEN.
 
 // Replaces this process with sluice-train, same argv and environment (plus the allocator's
 // LD_PRELOAD). Returns only when that failed: then it has logged what was looked for and why it
