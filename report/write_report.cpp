@@ -90,7 +90,7 @@ std::string prep_report(const fs::path& cache_dir, const std::vector<timing::Ran
   write_file_atomically(cache_dir / "report.json", prep_report_json(analysis).dump(2) + "\n");
   write_file_atomically(cache_dir / "report.md", prep_report_markdown(analysis, cache_dir.string()));
   write_file_atomically(cache_dir / "report.html", prep_report_html(analysis, cache_dir.string()));
-  write_file_atomically(cache_dir / "trace.json", chrome_trace(analysis.timelines).dump() + "\n");
+  write_chrome_trace(cache_dir / "trace.json", timelines_in(timelines), whole_trace(analysis.timelines));
   return verdict_lines(analysis.verdicts) + files_line(cache_dir);
 }
 

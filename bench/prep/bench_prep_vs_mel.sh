@@ -7,6 +7,9 @@
 #
 #   bench/prep/bench_prep_vs_mel.sh [BUILD_DIR] [COPIES] [FORMAT] [RANKS]
 #
+# SHARD_SIZE=N sets cache.shard_size (default: the config's default, 256 rows; this script used 64
+# until 2026-11-27, which made 4x the shards and their per-shard costs).
+#
 # FORMAT: wav (the sample corpus's 16-bit WAV, default), flac (sox), mp3 (written with
 # libsndfile's MPEG encoder by a small C program compiled here, as Debian's sox has no MP3 writer).
 # The corpus is the sample corpus listed COPIES times (default 60: 7,200 clips, 8.4 h) as an
@@ -116,7 +119,7 @@ launcher=""
 # on a loaded machine wall time also counts waiting for a core.
 start=$(date +%s.%N)
 cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads 1 \
-  --set cache.shard_size=64 >"$work/prep-log.txt" 2>&1; } 2>&1 )
+  ${SHARD_SIZE:+--set cache.shard_size=$SHARD_SIZE} >"$work/prep-log.txt" 2>&1; } 2>&1 )
 end=$(date +%s.%N)
 
 /usr/bin/python3 - "$work/cache" "$mel_rate" "$mel_cpu_rate" "$mel_parallel_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'

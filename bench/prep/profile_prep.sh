@@ -6,7 +6,7 @@
 #
 # Profiles a prep of the corpus bench_prep_vs_mel.sh made last (BENCH_DIR, default
 # /tmp/sluice-bench-prep-vs-mel; run that first), with RANKS ranks x 1 worker (default 1: no
-# mpirun), then the mel alone on the same clips (its thread's CPU time; an older build that does
+# mpirun; SHARD_SIZE=N sets cache.shard_size, default the config's), then the mel alone on the same clips (its thread's CPU time; an older build that does
 # not report it gives its wall time), and prints bench/prep/prep_profile.py's split.
 # CPU-seconds come from the samples, so other load on the machine shifts them less than wall
 # time; the shares are what to compare between builds. Numbers only: nothing is asserted.
@@ -24,7 +24,7 @@ launcher=""
 [ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
 cat "$work"/clips/* >/dev/null
 perf record -q -F 499 --call-graph dwarf,16384 -o "$out/perf.data" -- \
-  $launcher "$sluice" prep --corpus "$work/corpus" --out "$out/cache" --threads 1 --set cache.shard_size=64 \
+  $launcher "$sluice" prep --corpus "$work/corpus" --out "$out/cache" --threads 1 ${SHARD_SIZE:+--set cache.shard_size=$SHARD_SIZE} \
   >"$out/prep-log.txt" 2>&1
 # The mel alone on the same clips (one pass per copy in the corpus), its thread's CPU time.
 copies=$(( $(wc -l <"$work/corpus/metadata.csv") / $(ls "$work/clips" | wc -l) ))
