@@ -183,8 +183,9 @@ PrepAnalysis analyze_prep(const std::vector<RankTimeline>& timelines, const nloh
                             "rows ({:.1f} rows/s); it finished {:.1f} s after the median rank",
                             r.name, f.rank_median, f.role_median, 100 * f.flagged_share, f.items, r.rows_per_second,
                             late);
-    v.recommendation = fmt::format("check host {} (CPU load, the corpus's file system from that node); a rerun keeps "
-                                   "finished shards, so a slow node costs only its own shards",
+    v.recommendation = fmt::format("check host {} (CPU load, the corpus's file system from that node); ranks ask for "
+                                   "shards as they go, so the others already took on more of the work, and a rerun "
+                                   "keeps every finished shard",
                                    r.host);
     a.verdicts.push_back(v);
   }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -40,7 +41,15 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // Message tags of the prep protocol (see prep_job.h).
-enum Tag : int { tag_probe = 101, tag_plan, tag_heartbeat, tag_ping, tag_result, tag_outcome, tag_timeline };
+enum Tag : int {
+  tag_probe = 101, tag_plan, tag_heartbeat, tag_ping, tag_result, tag_outcome, tag_timeline,
+  tag_shard_request,  // a rank about to run out of shards asks rank 0 for more (payload: "")
+  tag_shard_grant,    // rank 0's answer: a JSON array of shard numbers, [] when none are left
+};
+
+// A rank asks for more shards when fewer than this many of its own are not yet begun: one to
+// work on while the request travels (rank 0 polls every 20 ms; a shard of 256 clips takes ~0.2 s).
+constexpr int64_t shards_ahead_wanted = 2;
 
 
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
@@ -308,25 +317,41 @@ class HeartbeatTree {
                        ". Check that rank's log; finished shards are kept for a rerun");
 }
 
-// Rank 0 between the plan and the results: runs its own share, takes the results, and at the
-// top of the heartbeat tree prints the job's progress and fails it naming a silent rank.
-// Returns every rank's result (index = rank).
-std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, double interval_s,
-                            double timeout_s) {
+// Rank 0 between the plan and the results: hands out the shards (its own builder's too), takes
+// the results, and at the top of the heartbeat tree prints the job's progress and fails it naming
+// a silent rank. Returns every rank's result (index = rank).
+std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, const PrepPlan& plan,
+                            double interval_s, double timeout_s) {
   const int size = session.size();
   std::vector<json> results(static_cast<size_t>(size));
   HeartbeatTree tree(session, interval_s, timeout_s);
   ProgressLine line("prep");
+  ShardDispenser dispenser(plan, size);
+  bool own_closed = false;
   int pending = size;
   while (pending > 0) {
     std::string payload;
     int sender = -1;
     while (try_receive_string(session, tag_result, payload, sender)) {
       results[static_cast<size_t>(sender)] = json::parse(payload);
+      if (!results[static_cast<size_t>(sender)]["ok"].get<bool>()) dispenser.stop();
       --pending;
+    }
+    while (try_receive_string(session, tag_shard_request, payload, sender)) {
+      send_string(session, sender, tag_shard_grant, json(dispenser.next()).dump(), deadline_after(timeout_s),
+                  "shards for " + session.describe(sender));
+    }
+    if (!own_closed && builder.shards_ahead() < shards_ahead_wanted) {
+      const std::vector<int64_t> shards = dispenser.next();
+      for (int64_t shard : shards) builder.add(shard);
+      if (shards.empty()) {
+        builder.close();
+        own_closed = true;
+      }
     }
     if (results[0].is_null() && builder.done()) {
       results[0] = result_json(builder.finish(), 0, session.host());
+      if (!results[0]["ok"].get<bool>()) dispenser.stop();
       --pending;
     }
     if (tree.poll(builder.progress())) {
@@ -335,11 +360,12 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, do
         line.finish();
         throw_silent(session, beat["silent"][0], timeout_s);
       }
+      // The totals are the plan's: the beats' count only the shards handed out so far.
       ProgressCounts counts;
       counts.items = beat["items"].get<int64_t>();
-      counts.total_items = beat["total_items"].get<int64_t>();
+      counts.total_items = plan.item_count;
       counts.audio_seconds = beat["audio_ms"].get<double>() / 1000.0;
-      counts.total_audio_seconds = beat["total_audio_ms"].get<double>() / 1000.0;
+      counts.total_audio_seconds = std::accumulate(plan.item_seconds.begin(), plan.item_seconds.end(), 0.0);
       counts.rejects = beat["rejects"].get<int64_t>();
       line.update(counts);
     }
@@ -349,16 +375,36 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, do
   return results;
 }
 
-// Ranks other than 0: run the share and send the result, beating in the heartbeat tree until the
-// outcome comes.
+// Ranks other than 0: ask rank 0 for shards as the builder runs low, send the result when the
+// builder is done, and beat in the heartbeat tree until the outcome comes.
 int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, double timeout_s) {
   HeartbeatTree tree(session, interval_s, timeout_s);
-  bool sent = false;
+  bool sent = false, closed = false;
+  bool asked = false;  // a request is in flight, sent at asked_at
+  Clock::time_point asked_at;
   while (true) {
     std::string payload;
     int sender = -1;
     if (sent && try_receive_string(session, tag_outcome, payload, sender)) return std::stoi(payload);
     tree.poll(builder.progress());
+    if (!closed && !asked && !builder.done() && builder.shards_ahead() < shards_ahead_wanted) {
+      send_string(session, 0, tag_shard_request, "", deadline_after(timeout_s), "a request for shards");
+      asked = true;
+      asked_at = Clock::now();
+    }
+    if (asked && try_receive_string(session, tag_shard_grant, payload, sender)) {
+      const auto shards = json::parse(payload).get<std::vector<int64_t>>();
+      for (int64_t shard : shards) builder.add(shard);
+      if (shards.empty()) {
+        builder.close();
+        closed = true;
+      }
+      asked = false;
+    } else if (asked && !builder.done() && seconds_since(asked_at) > timeout_s) {
+      throw TransportError(session.describe(0) + " (prep coordinator) has not answered a request for shards in " +
+                           std::to_string(static_cast<int>(seconds_since(asked_at))) +
+                           " s (runtime.timeout_s); finished shards are kept for a rerun");
+    }
     if (!sent && builder.done()) {
       const BuildResult result = builder.finish();
       if (result.error) logger()->error("{}", error_text(result.error));
@@ -534,7 +580,7 @@ std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::C
       if (int removed = cache::remove_shard_temporaries(dir)) {
         logger()->info("removed {} temporary file(s) left by an interrupted run", removed);
       }
-      const PrepPlan plan = make_plan(fingerprint, config.integer("cache.shard_size"), probes, session.size());
+      const PrepPlan plan = make_plan(fingerprint, config.integer("cache.shard_size"), probes);
       plan_text = json{{"plan", plan.to_json()}}.dump();
     } else {
       plan_text = json{{"refuse", refusal}, {"exit", locked_out ? prep_failed : prep_refused}}.dump();
@@ -630,17 +676,14 @@ int run_prep(const MpiSession& session, const config::Config& config) {
   if (!agreed) return refusal_code;
   const PrepPlan& plan = *agreed;
 
-  // 4. This rank's shards.
-  std::vector<int64_t> mine;
-  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
-    if (plan.shard_owner[static_cast<size_t>(shard)] == session.rank()) mine.push_back(shard);
-  }
+  // 4. The shards: this rank's first one from the plan, the rest from rank 0 as it asks.
   RankTiming rank_timing(session, config, prep_timeline(session, config, settings.threads, timeout_s));
   settings.rank = session.rank();
   settings.delay = rank_timing.delay();
 
   ShardBuilder builder(listing, plan, settings, vocabulary);
-  builder.start(mine);
+  builder.start();
+  if (const auto first = plan.first_shard(session.rank())) builder.add(*first);
   const double interval_s = config.number("prep.progress_interval_s");
   int outcome = prep_ok;
   json failure = json::object();
@@ -678,7 +721,7 @@ int coordinate(const MpiSession& session, const config::Config& config, ShardBui
   };
   const double timeout_s = config.number("runtime.timeout_s");
   const double interval_s = config.number("prep.progress_interval_s");
-  const auto results = supervise(session, builder, interval_s, timeout_s);
+  const auto results = supervise(session, builder, plan, interval_s, timeout_s);
   int outcome = prep_ok;
   for (const auto& r : results) {
     if (!r["ok"].get<bool>()) {

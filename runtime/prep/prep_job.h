@@ -7,11 +7,14 @@
 //     sends them to rank 0.
 //  3. Rank 0 computes the fingerprint (settings + vocabulary + listing + every file's size and
 //     mtime), checks it against an existing cache, cuts the corpus into shards of
-//     cache.shard_size rows and assigns shards to ranks by audio duration (longest first to the
-//     least-loaded rank), and broadcasts this plan.
-//  4. Each rank writes its shards: a pool of decode/feature threads, one HDF5 writer thread,
-//     shards written under temporary names and renamed when complete. Shards already complete
-//     with the same fingerprint are kept. Heartbeats go up the rank tree (common/rank_tree.h;
+//     cache.shard_size rows, orders them by audio duration (longest first), and broadcasts this
+//     plan.
+//  4. Each rank writes shards: its first is the plan's (rank r takes the r-th longest); when
+//     fewer than 2 of its shards are left unbegun it asks rank 0, whose ShardDispenser answers
+//     with the next ones in the plan's order (prep_plan.h), so faster ranks write more and all
+//     finish together. A pool of decode/feature threads, one HDF5 writer thread; shards written
+//     under temporary names and renamed when complete. Shards already complete with the same
+//     fingerprint are kept. Heartbeats go up the rank tree (common/rank_tree.h;
 //     HeartbeatTree in prep_job.cpp): every prep.progress_interval_s a rank sends its parent the
 //     progress of its subtree and pings its children, so rank 0 hears from 7 x log8(ranks) ranks,
 //     not all of them. Silence for longer than runtime.timeout_s is an error naming the silent

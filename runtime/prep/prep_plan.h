@@ -1,10 +1,16 @@
 #pragma once
 // What `sluice prep` will write, decided once on rank 0 and broadcast: the fingerprint, the
-// shards (contiguous ranges of corpus rows) and which rank writes each.
+// shards (contiguous ranges of corpus rows) and the order they are handed out in; and the
+// ShardDispenser that hands them out on rank 0.
 //
 // Shards are defined by row numbers alone, never by the number of ranks, so a resumed job may
-// run on a different number of ranks and still keep every finished shard.
+// run on a different number of ranks and still keep every finished shard. Which rank writes a
+// shard is decided while the job runs, not in the plan: a rank that runs faster (a quieter core,
+// a faster node) takes more, so all ranks finish together (a static split by audio duration left
+// one of two equal ranks idle for 13% of a 24 h job: two vCPUs of one machine ran the mel at
+// speeds 10-17% apart, and which was slower changed from run to run).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,12 +31,16 @@ struct PrepPlan {
   std::string fingerprint;
   int64_t shard_size = 1;
   int64_t item_count = 0;
-  std::vector<int> shard_owner;      // writing rank of each shard
+  std::vector<int64_t> shard_order;  // every shard once, longest audio first: the hand-out order
   std::vector<double> item_seconds;  // probed duration of each item
 
-  int64_t shard_count() const { return static_cast<int64_t>(shard_owner.size()); }
+  int64_t shard_count() const { return static_cast<int64_t>(shard_order.size()); }
   int64_t shard_begin(int64_t shard) const { return shard * shard_size; }
   int64_t shard_end(int64_t shard) const { return std::min(item_count, (shard + 1) * shard_size); }
+  // The shard `rank` starts with, without asking: rank r of N takes shard_order[r], so the N
+  // longest go out at once and every rank has work while the first requests travel. None when
+  // there are fewer shards than ranks.
+  std::optional<int64_t> first_shard(int rank) const;
 
   nlohmann::json to_json() const;
   static PrepPlan from_json(const nlohmann::json& json);
@@ -45,11 +55,31 @@ std::string compute_fingerprint(const nlohmann::json& output_settings,
                                 const dataset::CorpusListing& listing,
                                 const std::vector<ItemProbe>& probes);
 
-// Longest-processing-time-first: shards by decreasing duration, each to the rank with the least
-// audio so far (ties to the lower rank). Deterministic; within 4/3 of the optimal makespan.
-std::vector<int> assign_shards(const std::vector<double>& shard_seconds, int ranks);
+// Shard numbers by decreasing duration, ties by number: long shards first, short ones at the end,
+// where they even out the ranks' finishing times.
+std::vector<int64_t> longest_first(const std::vector<double>& shard_seconds);
 
-PrepPlan make_plan(std::string fingerprint, int64_t shard_size, const std::vector<ItemProbe>& probes,
-                   int ranks);
+// Rank 0's hand-out of the plan's shards after each rank's first (guided self-scheduling): a rank
+// about to run out asks and gets the next ceil(left / (4 x ranks)) shards of shard_order, so
+// early pieces are large (few messages: about 4 x ranks x ln(shards) requests in all) and the
+// last ones single shards (the ranks finish within about one shard of each other).
+class ShardDispenser {
+ public:
+  ShardDispenser(const PrepPlan& plan, int ranks);
+  // The next piece; empty once every shard is out or after stop().
+  std::vector<int64_t> next();
+  // Hands out nothing more (a rank failed: the job will fail, the shards not yet out are left to
+  // the rerun, and the other ranks finish what they hold sooner).
+  void stop() { stopped_ = true; }
+  int64_t left() const { return stopped_ ? 0 : static_cast<int64_t>(order_.size()) - next_; }
+
+ private:
+  std::vector<int64_t> order_;
+  int64_t next_ = 0;
+  int ranks_ = 1;
+  bool stopped_ = false;
+};
+
+PrepPlan make_plan(std::string fingerprint, int64_t shard_size, const std::vector<ItemProbe>& probes);
 
 }  // namespace sluice::runtime

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -71,9 +72,9 @@ struct ItemResult {
 
 // A contiguous run of rows that ends in one shard file.
 struct ShardTask {
-  int64_t shard;
-  int64_t begin;  // first task index of this shard in the rank's task list
-  int64_t end;
+  int64_t shard = 0;
+  int64_t begin = 0;  // first task index of this shard in the rank's task list
+  int64_t end = 0;
 };
 
 }  // namespace
@@ -91,12 +92,18 @@ struct ShardBuilder::State {
   BuildResult result;
   Clock::time_point started;
 
-  // The rank's rows in write order, and the shards they form.
+  // Everything below up to `spare_mels` is guarded by `mutex`.
+  std::mutex mutex;
+  // Shards added and not yet taken in; closed: none will be added any more.
+  std::deque<int64_t> intake;
+  bool intake_closed = false;
+  // The rank's rows in write order, and the shards they form; they grow as shards are taken in
+  // (read them under the mutex). tasks_closed: the intake has ended, nothing will be appended.
   std::vector<int64_t> rows;
   std::vector<ShardTask> shard_tasks;
+  bool tasks_closed = false;
 
   // Reorder window between workers and the writer.
-  std::mutex mutex;
   std::condition_variable changed;
   std::vector<std::optional<ItemResult>> slots;
   int64_t next_task = 0;   // next row index a worker takes
@@ -216,22 +223,24 @@ struct ShardBuilder::State {
     std::vector<float> audio;
     try {
       while (true) {
-        int64_t task = 0;
+        int64_t task = 0, row = 0;
         std::vector<float> mel_buffer;
         {
           std::unique_lock<std::mutex> lock(mutex);
+          const auto all_taken = [&] { return next_task >= static_cast<int64_t>(rows.size()); };
           changed.wait(lock, [&] {
-            return stopping || next_task >= static_cast<int64_t>(rows.size()) ||
-                   next_task < written + static_cast<int64_t>(window());
+            return stopping || (all_taken() && tasks_closed) ||
+                   (!all_taken() && next_task < written + static_cast<int64_t>(window()));
           });
-          if (stopping || next_task >= static_cast<int64_t>(rows.size())) break;
+          if (stopping || all_taken()) break;
           task = next_task++;
+          row = rows[static_cast<size_t>(task)];
           if (!spare_mels.empty()) {
             mel_buffer = std::move(spare_mels.back());
             spare_mels.pop_back();
           }
         }
-        ItemResult item = process(rows[static_cast<size_t>(task)], unknown, audio, std::move(mel_buffer));
+        ItemResult item = process(row, unknown, audio, std::move(mel_buffer));
         {
           std::lock_guard<std::mutex> lock(mutex);
           slots[static_cast<size_t>(task) % window()] = std::move(item);
@@ -263,13 +272,21 @@ struct ShardBuilder::State {
     timing::SpanRecorder::global().name_this_thread("writer");
     std::vector<float> done_with;  // the last row's mel, handed back to the workers at the next row
     try {
-      for (const auto& shard_task : shard_tasks) {
+      for (size_t index = 0;; ++index) {
+        ShardTask shard_task;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          changed.wait(lock, [&] { return stopping || index < shard_tasks.size() || tasks_closed; });
+          if (stopping || index >= shard_tasks.size()) return;
+          shard_task = shard_tasks[index];
+        }
         const auto path = settings.cache_dir / cache::shard_file_name(shard_task.shard);
         cache::ShardWriter shard(path, static_cast<int>(shard_task.shard), settings.mel.n_mels,
                                  plan.fingerprint, settings.writer);
         ShardOutcome outcome{shard_task.shard, false, 0, 0};
         for (int64_t task = shard_task.begin; task < shard_task.end; ++task) {
           ItemResult item;
+          int64_t row = 0;
           {
             std::unique_lock<std::mutex> lock(mutex);
             if (done_with.capacity() > 0 && done_with.capacity() <= kMaxSpareMelValues) {
@@ -282,10 +299,10 @@ struct ShardBuilder::State {
             item = std::move(*slot);
             slot.reset();
             ++written;
+            row = rows[static_cast<size_t>(task)];
           }
           changed.notify_all();
 
-          const int64_t row = rows[static_cast<size_t>(task)];
           const auto start = Clock::now();
           timing::ScopedSpan write_span(timing::Stage::write, row);
           if (item.reject) {
@@ -321,6 +338,7 @@ struct ShardBuilder::State {
         timing::ScopedSpan commit_span(timing::Stage::write, -1);
         shard.commit();
         write_ns += nanoseconds_since(start);
+        std::lock_guard<std::mutex> lock(mutex);
         result.samples += outcome.samples;
         result.rejects += outcome.rejects;
         result.shards.push_back(outcome);
@@ -328,6 +346,58 @@ struct ShardBuilder::State {
     } catch (...) {
       fail(std::current_exception());
     }
+  }
+
+  // Takes the added shards in, in order: keeps a complete one from an earlier run (after reading
+  // every checksum: this is why it is a thread), queues the rows of the others for the workers.
+  void take_in() {
+    try {
+      while (true) {
+        int64_t shard = 0;
+        {
+          std::unique_lock<std::mutex> lock(mutex);
+          changed.wait(lock, [&] { return stopping || !intake.empty() || intake_closed; });
+          if (stopping) return;
+          if (intake.empty()) {
+            tasks_closed = true;
+            changed.notify_all();
+            return;
+          }
+          shard = intake.front();
+        }
+        const int64_t begin = plan.shard_begin(shard), end = plan.shard_end(shard);
+        const auto path = settings.cache_dir / cache::shard_file_name(shard);
+        std::optional<ShardOutcome> kept;
+        if (keep_finished_shard(path)) {
+          cache::ShardReader reader(path);
+          kept = ShardOutcome{shard, true, reader.size(), static_cast<int64_t>(reader.read_columns().rejects.size())};
+        }
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          intake.pop_front();  // only now: shards_ahead() counts it until its rows are queued
+          if (kept) {
+            result.shards.push_back(*kept);
+            progress.items += end - begin;
+            progress.audio_ms += shard_audio_ms(shard);
+          } else {
+            const int64_t first = static_cast<int64_t>(rows.size());
+            for (int64_t row = begin; row < end; ++row) rows.push_back(row);
+            shard_tasks.push_back({shard, first, static_cast<int64_t>(rows.size())});
+          }
+        }
+        changed.notify_all();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  int64_t shard_audio_ms(int64_t shard) const {
+    int64_t audio_ms = 0;
+    for (int64_t row = plan.shard_begin(shard); row < plan.shard_end(shard); ++row) {
+      audio_ms += static_cast<int64_t>(plan.item_seconds[static_cast<size_t>(row)] * 1000);
+    }
+    return audio_ms;
   }
 
   // A shard from an earlier run is kept only when it is complete, made with this run's
@@ -365,42 +435,16 @@ ShardBuilder::~ShardBuilder() {
   state_->join();
 }
 
-void ShardBuilder::start(const std::vector<int64_t>& shards) {
+void ShardBuilder::start() {
   State& s = *state_;
   s.started = Clock::now();
-  for (int64_t shard : shards) {
-    const int64_t begin = s.plan.shard_begin(shard), end = s.plan.shard_end(shard);
-    int64_t audio_ms = 0;
-    for (int64_t row = begin; row < end; ++row) {
-      audio_ms += static_cast<int64_t>(s.plan.item_seconds[static_cast<size_t>(row)] * 1000);
-    }
-    s.progress.total_items += end - begin;
-    s.progress.total_audio_ms += audio_ms;
-    const auto path = s.settings.cache_dir / cache::shard_file_name(shard);
-    if (s.keep_finished_shard(path)) {
-      cache::ShardReader reader(path);
-      ShardOutcome kept{shard, true, reader.size(),
-                        static_cast<int64_t>(reader.read_columns().rejects.size())};
-      s.result.shards.push_back(kept);
-      s.progress.items += end - begin;
-      s.progress.audio_ms += audio_ms;
-      continue;
-    }
-    const int64_t first = static_cast<int64_t>(s.rows.size());
-    for (int64_t row = begin; row < end; ++row) s.rows.push_back(row);
-    s.shard_tasks.push_back({shard, first, static_cast<int64_t>(s.rows.size())});
-  }
   const int workers = std::max(1, s.settings.threads);
   // Enough finished items to keep every worker busy while the writer commits a shard: the
   // commit (columns, strings, close, fsync of the file and the directory) took 5-20 ms here,
   // while a worker finishes a 4 s clip in ~0.5 ms, so 12 slots (4 per worker + 8) left the
   // workers waiting at every commit. 64 rows of mels are ~7 MB at 4 s per clip.
   s.slots.resize(static_cast<size_t>(std::max(64, 4 * workers + 8)));
-  if (s.rows.empty()) {
-    s.finished = true;
-    return;
-  }
-  s.running = workers + 1;
+  s.running = workers + 2;
   auto run = [&s](void (State::*body)()) {
     return std::thread([&s, body] {
       (s.*body)();
@@ -409,6 +453,35 @@ void ShardBuilder::start(const std::vector<int64_t>& shards) {
   };
   for (int i = 0; i < workers; ++i) s.threads.push_back(run(&State::worker));
   s.threads.push_back(run(&State::writer));
+  s.threads.push_back(run(&State::take_in));
+}
+
+void ShardBuilder::add(int64_t shard) {
+  State& s = *state_;
+  s.progress.total_items += s.plan.shard_end(shard) - s.plan.shard_begin(shard);
+  s.progress.total_audio_ms += s.shard_audio_ms(shard);
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.intake.push_back(shard);
+  }
+  s.changed.notify_all();
+}
+
+void ShardBuilder::close() {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.intake_closed = true;
+  }
+  s.changed.notify_all();
+}
+
+int64_t ShardBuilder::shards_ahead() const {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  int64_t ahead = static_cast<int64_t>(s.intake.size());
+  for (auto task = s.shard_tasks.rbegin(); task != s.shard_tasks.rend() && task->begin >= s.next_task; ++task) ++ahead;
+  return ahead;
 }
 
 bool ShardBuilder::done() const { return state_->finished.load(); }

@@ -7,8 +7,13 @@
 // window finished items. The writer appends items in row order, so a shard's content never
 // depends on thread timing.
 //
-// The calling (main) thread only starts the builder, polls progress() and calls finish(); it is
-// free to do MPI meanwhile (MPI is used by the main thread only).
+// Shards arrive while it runs (add(), from the plan's first shard and then rank 0's
+// ShardDispenser) until close(). An intake thread takes each in: a shard already complete from an
+// earlier run is verified and kept there, off the main thread, whose MPI polling and heartbeats
+// must not wait on a shard's checksums; the others' rows go to the workers.
+//
+// The calling (main) thread only starts the builder, adds shards, polls progress() and calls
+// finish(); it is free to do MPI meanwhile (MPI is used by the main thread only).
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -86,8 +91,15 @@ class ShardBuilder {
   ShardBuilder(const ShardBuilder&) = delete;
   ShardBuilder& operator=(const ShardBuilder&) = delete;
 
-  // Keeps the shards that are already complete, starts the threads for the rest; returns at once.
-  void start(const std::vector<int64_t>& shards);
+  // Starts the threads; returns at once. They work on the shards add() gives them.
+  void start();
+  // One more shard to write (or to keep, when complete from an earlier run); returns at once.
+  void add(int64_t shard);
+  // No shard will be added any more: the threads end once the shards they have are written.
+  void close();
+  // Shards added but not yet begun by the workers: below 2, ask for more.
+  int64_t shards_ahead() const;
+  // Every thread has ended: all shards written and close() called, or a failure.
   bool done() const;
   // Waits for the threads and returns what happened; call once.
   BuildResult finish();

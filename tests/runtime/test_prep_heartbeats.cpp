@@ -1,12 +1,19 @@
-// `sluice prep`'s heartbeats go up the rank tree (runtime/prep/prep_job.cpp, HeartbeatTree;
-// common/rank_tree.h), not every rank to rank 0. With 10 ranks the tree has two levels: ranks 1-8
-// report to rank 0, rank 9 to rank 8. A rank stopped from outside (SIGSTOP) below the first
-// level is still named, by its parent's beat, and the job ends with an error that names it.
+// `sluice prep` across ranks, with ranks stopped from outside (SIGSTOP):
+//  - heartbeats go up the rank tree (runtime/prep/prep_job.cpp, HeartbeatTree; common/rank_tree.h),
+//    not every rank to rank 0. With 10 ranks the tree has two levels: ranks 1-8 report to rank 0,
+//    rank 9 to rank 8. A rank stopped for good below the first level is still named, by its
+//    parent's beat, and the job ends with an error that names it;
+//  - shards are handed out as ranks ask (prep_plan.h, ShardDispenser): a rank frozen for a while
+//    writes fewer shards, the others take on the rest, and the job ends well and complete.
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
@@ -58,6 +65,44 @@ TEST(PrepHeartbeats, AStoppedRankBelowTheFirstLevelIsNamedThroughItsParent) {
   EXPECT_EQ(stopped.output.find("(prep coordinator) has been silent"), std::string::npos) << stopped.output;
   EXPECT_EQ(stopped.output.find("parent in the prep heartbeat tree) has been silent"), std::string::npos)
       << stopped.output;
+}
+
+TEST(PrepBalance, ARankFrozenForAWhileWritesFewerShardsAndTheJobEndsComplete) {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const fs::path dir = test::scratch_dir("prep-heartbeat-test", "frozen-for-a-while");
+  const fs::path cache = dir / "cache";
+  // 30 shards of 4 rows, 30 ms a row on both ranks (~1.8 s each when both run): long enough that
+  // a 3 s freeze of rank 1 lands in the middle. With the shards split up front rank 1 would still
+  // owe half of them after it; handed out as asked, rank 0 writes most of them meanwhile.
+  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " + SLUICE_BINARY +
+                              " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " + cache.string() +
+                              " --set cache.shard_size=4 --set prep.threads=1 --set runtime.timeout_s=30"
+                              " --set debug.delay_stage=decode --set debug.delay_ms=30";
+  const std::string watcher = "for i in $(seq 1200); do [ $(ls " + cache.string() +
+                              " 2>/dev/null | grep -c 'h5.tmp-') -ge 2 ] && { echo SHARDS-BEING-WRITTEN; break; };"
+                              " sleep 0.05; done";
+  const auto frozen = test::interrupt_ranks("{ " + watcher + " & " + command + "; }", dir, SIGSTOP, {1},
+                                            "SHARDS-BEING-WRITTEN", SLUICE_BINARY, 3.0);
+  ASSERT_GE(frozen.seconds, 0) << "rank 1 was never found to stop:\n" << frozen.output;
+  ASSERT_TRUE(WIFEXITED(frozen.status)) << frozen.output;
+  EXPECT_EQ(WEXITSTATUS(frozen.status), 0) << "a rank frozen for 3 s of a 30 s deadline is slow, not dead:\n"
+                                           << frozen.output;
+
+  std::ifstream in(cache / "prep-report.json");
+  ASSERT_TRUE(in) << frozen.output;
+  const nlohmann::json report = nlohmann::json::parse(in);
+  std::map<int, size_t> shards;
+  size_t all = 0;
+  for (const auto& rank : report["ranks"]) {
+    shards[rank["rank"].get<int>()] = rank["shards"].size();
+    all += rank["shards"].size();
+  }
+  EXPECT_EQ(all, 30u) << report.dump();
+  EXPECT_GE(shards[1], 1u) << report.dump();
+  // Frozen for 3 s of the ~3.6 s both ranks would need together: rank 0 writes well over half.
+  EXPECT_GE(shards[0], 20u) << "rank 0 did not take over the frozen rank's shards: " << report.dump();
+  EXPECT_TRUE(fs::exists(cache / "manifest.json"));
 }
 
 }  // namespace

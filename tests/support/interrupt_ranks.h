@@ -20,6 +20,8 @@ namespace fs = std::filesystem;
 
 // Starts a long run, waits until its output shows `started` (it trains), sends `signal` from
 // outside to the given ranks' processes (found by mpirun's OMPI_COMM_WORLD_RANK), and returns how long the job took to end after that, its exit status and its output.
+// continue_after_s >= 0 (with SIGSTOP): SIGCONT follows that many seconds later, a rank frozen
+// for a while (a swapping node, a debugger) rather than for good.
 struct Interrupted {
   double seconds;
   int status;
@@ -28,7 +30,7 @@ struct Interrupted {
 
 inline Interrupted interrupt_ranks(const std::string& command, const fs::path& run_dir, int signal,
                                    const std::vector<int>& ranks, const std::string& started = "step 5/",
-                                   const std::string& binary = SLUICE_BINARY) {
+                                   const std::string& binary = SLUICE_BINARY, double continue_after_s = -1) {
   const std::string log = (run_dir / "output.txt").string();
   const pid_t child = ::fork();
   if (child == 0) {
@@ -64,6 +66,10 @@ inline Interrupted interrupt_ranks(const std::string& command, const fs::path& r
   if (targets.size() == ranks.size()) {
     const auto sent = std::chrono::steady_clock::now();
     for (pid_t target : targets) ::kill(target, signal);
+    if (continue_after_s >= 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(continue_after_s));
+      for (pid_t target : targets) ::kill(target, SIGCONT);
+    }
     while (::waitpid(child, &result.status, WNOHANG) == 0 &&
            std::chrono::steady_clock::now() - sent < std::chrono::seconds(60)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
