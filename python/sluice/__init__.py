@@ -106,7 +106,7 @@ class Feed:
             # glibc's malloc page-faults a CPU model's activations afresh every step while the
             # batches are zero-copy views (docs/python.md, "Allocator"); said once per job.
             print("sluice: this Python rank trains on the CPU with glibc's malloc; preloading tcmalloc "
-                  "(LD_PRELOAD=libtcmalloc_minimal.so.4) made the example's steps ~1.7x faster "
+                  "(LD_PRELOAD=libtcmalloc_minimal.so.4) made the example's steps 1.5-1.7x faster "
                   "(docs/python.md, \"Allocator\")", file=sys.stderr, flush=True)
 
     @property

@@ -51,6 +51,14 @@ enum Tag : int {
 // work on while the request travels (rank 0 polls every 20 ms; a shard of 256 clips takes ~0.2 s).
 constexpr int64_t shards_ahead_wanted = 2;
 
+// Gives the builder the shards rank 0 handed out; none means none will come. Returns whether the
+// builder is now closed.
+bool hand_to(ShardBuilder& builder, const std::vector<int64_t>& shards) {
+  for (int64_t shard : shards) builder.add(shard);
+  if (shards.empty()) builder.close();
+  return shards.empty();
+}
+
 
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 
@@ -327,45 +335,36 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, co
   HeartbeatTree tree(session, interval_s, timeout_s);
   ProgressLine line("prep");
   ShardDispenser dispenser(plan, size);
+  // The totals are the plan's: the beats' count only the shards handed out so far.
+  const double total_audio_seconds = std::accumulate(plan.item_seconds.begin(), plan.item_seconds.end(), 0.0);
   bool own_closed = false;
   int pending = size;
+  const auto take_result = [&](int rank, json result) {
+    if (!result["ok"].get<bool>()) dispenser.stop();
+    results[static_cast<size_t>(rank)] = std::move(result);
+    --pending;
+  };
   while (pending > 0) {
     std::string payload;
     int sender = -1;
-    while (try_receive_string(session, tag_result, payload, sender)) {
-      results[static_cast<size_t>(sender)] = json::parse(payload);
-      if (!results[static_cast<size_t>(sender)]["ok"].get<bool>()) dispenser.stop();
-      --pending;
-    }
+    while (try_receive_string(session, tag_result, payload, sender)) take_result(sender, json::parse(payload));
     while (try_receive_string(session, tag_shard_request, payload, sender)) {
       send_string(session, sender, tag_shard_grant, json(dispenser.next()).dump(), deadline_after(timeout_s),
                   "shards for " + session.describe(sender));
     }
-    if (!own_closed && builder.shards_ahead() < shards_ahead_wanted) {
-      const std::vector<int64_t> shards = dispenser.next();
-      for (int64_t shard : shards) builder.add(shard);
-      if (shards.empty()) {
-        builder.close();
-        own_closed = true;
-      }
-    }
-    if (results[0].is_null() && builder.done()) {
-      results[0] = result_json(builder.finish(), 0, session.host());
-      if (!results[0]["ok"].get<bool>()) dispenser.stop();
-      --pending;
-    }
+    if (!own_closed && builder.shards_ahead() < shards_ahead_wanted) own_closed = hand_to(builder, dispenser.next());
+    if (results[0].is_null() && builder.done()) take_result(0, result_json(builder.finish(), 0, session.host()));
     if (tree.poll(builder.progress())) {
       const json beat = tree.subtree_beat(builder.progress());
       if (!beat["silent"].empty()) {
         line.finish();
         throw_silent(session, beat["silent"][0], timeout_s);
       }
-      // The totals are the plan's: the beats' count only the shards handed out so far.
       ProgressCounts counts;
       counts.items = beat["items"].get<int64_t>();
       counts.total_items = plan.item_count;
       counts.audio_seconds = beat["audio_ms"].get<double>() / 1000.0;
-      counts.total_audio_seconds = std::accumulate(plan.item_seconds.begin(), plan.item_seconds.end(), 0.0);
+      counts.total_audio_seconds = total_audio_seconds;
       counts.rejects = beat["rejects"].get<int64_t>();
       line.update(counts);
     }
@@ -393,12 +392,7 @@ int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, 
       asked_at = Clock::now();
     }
     if (asked && try_receive_string(session, tag_shard_grant, payload, sender)) {
-      const auto shards = json::parse(payload).get<std::vector<int64_t>>();
-      for (int64_t shard : shards) builder.add(shard);
-      if (shards.empty()) {
-        builder.close();
-        closed = true;
-      }
+      closed = hand_to(builder, json::parse(payload).get<std::vector<int64_t>>());
       asked = false;
     } else if (asked && !builder.done() && seconds_since(asked_at) > timeout_s) {
       throw TransportError(session.describe(0) + " (prep coordinator) has not answered a request for shards in " +

@@ -51,7 +51,7 @@ struct BuildProgress {
   std::atomic<int64_t> items{0};      // rows finished (kept shards count at once)
   std::atomic<int64_t> rejects{0};
   std::atomic<int64_t> audio_ms{0};   // audio of finished rows, by the probed duration
-  std::atomic<int64_t> total_items{0};
+  std::atomic<int64_t> total_items{0};     // of the shards added so far (they come as the job runs)
   std::atomic<int64_t> total_audio_ms{0};
 };
 
