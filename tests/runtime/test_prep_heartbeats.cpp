@@ -4,7 +4,8 @@
 //    rank 9 to rank 8. A rank stopped for good below the first level is still named, by its
 //    parent's beat, and the job ends with an error that names it;
 //  - shards are handed out as ranks ask (prep_plan.h, ShardDispenser): a rank frozen for a while
-//    writes fewer shards, the others take on the rest, and the job ends well and complete.
+//    writes fewer shards, the others take on the rest, and the job ends well and complete; a
+//    stopped rank 0, which hands them out, is named within the deadline and finished shards stay.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -65,6 +66,37 @@ TEST(PrepHeartbeats, AStoppedRankBelowTheFirstLevelIsNamedThroughItsParent) {
   EXPECT_EQ(stopped.output.find("(prep coordinator) has been silent"), std::string::npos) << stopped.output;
   EXPECT_EQ(stopped.output.find("parent in the prep heartbeat tree) has been silent"), std::string::npos)
       << stopped.output;
+}
+
+TEST(PrepBalance, AStoppedCoordinatorIsNamedAndFinishedShardsAreKept) {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const fs::path dir = test::scratch_dir("prep-heartbeat-test", "stopped-coordinator");
+  const fs::path cache = dir / "cache";
+  // Rank 0 hands out the shards: stopped for good, rank 1 writes what it holds and then hears
+  // neither pings nor shards; within runtime.timeout_s (4 s) it ends the job naming rank 0.
+  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " + SLUICE_BINARY +
+                              " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " + cache.string() +
+                              " --set cache.shard_size=4 --set prep.threads=1 --set prep.progress_interval_s=0.2"
+                              " --set runtime.timeout_s=4 --set debug.delay_stage=decode --set debug.delay_ms=50";
+  const std::string watcher = "for i in $(seq 1200); do [ $(ls " + cache.string() +
+                              " 2>/dev/null | grep -c 'h5.tmp-') -ge 2 ] && { echo SHARDS-BEING-WRITTEN; break; };"
+                              " sleep 0.05; done";
+  const auto stopped =
+      test::interrupt_ranks("{ " + watcher + " & " + command + "; }", dir, SIGSTOP, {0}, "SHARDS-BEING-WRITTEN");
+  ASSERT_GE(stopped.seconds, 0) << "rank 0 was never found to stop:\n" << stopped.output;
+  EXPECT_LT(stopped.seconds, 30) << "the job did not end soon after the 4 s deadline:\n" << stopped.output;
+  EXPECT_FALSE(WIFEXITED(stopped.status) && WEXITSTATUS(stopped.status) == 0) << stopped.output;
+  const bool named = stopped.output.find("rank 0") != std::string::npos &&
+                     stopped.output.find("(prep coordinator) has") != std::string::npos;
+  EXPECT_TRUE(named) << "rank 1 did not name the stopped coordinator:\n" << stopped.output;
+  // What rank 1 finished before it gave up stays, under the final names, for the rerun.
+  size_t finished = 0;
+  for (const auto& entry : fs::directory_iterator(cache)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard-", 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == ".h5") ++finished;
+  }
+  EXPECT_GE(finished, 1u) << stopped.output;
 }
 
 TEST(PrepBalance, ARankFrozenForAWhileWritesFewerShardsAndTheJobEndsComplete) {
