@@ -27,6 +27,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// `sluice prep` of the sample corpus into CACHE on RANKS ranks with SETTINGS (" --set ..."), and
+// beside it a watcher that prints SHARDS-BEING-WRITTEN once TEMPORARIES shard files are being
+// written: the moment interrupt_ranks() waits for. mpirun may run as root (CI does).
+std::string prep_once_shards_are_written(const fs::path& cache, int ranks, const std::string& settings,
+                                         int temporaries) {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np " +
+                              std::to_string(ranks) + " " + SLUICE_BINARY + " prep --corpus " + SLUICE_SAMPLE_CORPUS +
+                              " --out " + cache.string() + settings;
+  const std::string watcher = "for i in $(seq 1200); do [ $(ls " + cache.string() + " 2>/dev/null | grep -c 'h5.tmp-') -ge " +
+                              std::to_string(temporaries) + " ] && { echo SHARDS-BEING-WRITTEN; break; }; sleep 0.05; done";
+  return "{ " + watcher + " & " + command + "; }";
+}
+
 TEST(PrepHeartbeats, TheTreeHasTwoLevelsAtTenRanks) {
   EXPECT_EQ(RankTree::parent(9), 8);
   EXPECT_EQ(RankTree::parent(8), 0);
@@ -35,24 +50,18 @@ TEST(PrepHeartbeats, TheTreeHasTwoLevelsAtTenRanks) {
 }
 
 TEST(PrepHeartbeats, AStoppedRankBelowTheFirstLevelIsNamedThroughItsParent) {
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   const fs::path dir = test::scratch_dir("prep-heartbeat-test", "stopped-leaf");
   // Slow decodes (1 s a clip, 8-16 clips a rank) keep every rank busy long after rank 9 stops;
   // the 4 s deadline then names it well before the job would have ended.
-  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 10 " +
-                              SLUICE_BINARY + " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " +
-                              (dir / "cache").string() +
-                              " --set cache.shard_size=8 --set prep.threads=1 --set prep.progress_interval_s=0.2"
-                              " --set runtime.timeout_s=4 --set debug.delay_stage=decode --set debug.delay_ms=1000";
   // Rank 9 is stopped once every rank writes a shard (10 temporary shard files): the plan and the
   // clock alignment (rank 0 aligns with one rank after another) are behind every rank then, and
   // only the heartbeats can notice.
-  const std::string watcher = "for i in $(seq 1200); do [ $(ls " + (dir / "cache").string() +
-                              " 2>/dev/null | grep -c 'h5.tmp-') -ge 10 ] && { echo SHARDS-BEING-WRITTEN; break; };"
-                              " sleep 0.1; done";
-  const auto stopped =
-      test::interrupt_ranks("{ " + watcher + " & " + command + "; }", dir, SIGSTOP, {9}, "SHARDS-BEING-WRITTEN");
+  const std::string command = prep_once_shards_are_written(
+      dir / "cache", 10,
+      " --set cache.shard_size=8 --set prep.threads=1 --set prep.progress_interval_s=0.2"
+      " --set runtime.timeout_s=4 --set debug.delay_stage=decode --set debug.delay_ms=1000",
+      10);
+  const auto stopped = test::interrupt_ranks(command, dir, SIGSTOP, {9}, "SHARDS-BEING-WRITTEN");
   ASSERT_GE(stopped.seconds, 0) << "rank 9 was never found to stop:\n" << stopped.output;
   ASSERT_TRUE(WIFEXITED(stopped.status) || WIFSIGNALED(stopped.status)) << stopped.output;
   EXPECT_FALSE(WIFEXITED(stopped.status) && WEXITSTATUS(stopped.status) == 0) << stopped.output;
@@ -69,21 +78,16 @@ TEST(PrepHeartbeats, AStoppedRankBelowTheFirstLevelIsNamedThroughItsParent) {
 }
 
 TEST(PrepBalance, AStoppedCoordinatorIsNamedAndFinishedShardsAreKept) {
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   const fs::path dir = test::scratch_dir("prep-heartbeat-test", "stopped-coordinator");
   const fs::path cache = dir / "cache";
   // Rank 0 hands out the shards: stopped for good, rank 1 writes what it holds and then hears
   // neither pings nor shards; within runtime.timeout_s (4 s) it ends the job naming rank 0.
-  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " + SLUICE_BINARY +
-                              " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " + cache.string() +
-                              " --set cache.shard_size=4 --set prep.threads=1 --set prep.progress_interval_s=0.2"
-                              " --set runtime.timeout_s=4 --set debug.delay_stage=decode --set debug.delay_ms=50";
-  const std::string watcher = "for i in $(seq 1200); do [ $(ls " + cache.string() +
-                              " 2>/dev/null | grep -c 'h5.tmp-') -ge 2 ] && { echo SHARDS-BEING-WRITTEN; break; };"
-                              " sleep 0.05; done";
-  const auto stopped =
-      test::interrupt_ranks("{ " + watcher + " & " + command + "; }", dir, SIGSTOP, {0}, "SHARDS-BEING-WRITTEN");
+  const std::string command = prep_once_shards_are_written(
+      cache, 2,
+      " --set cache.shard_size=4 --set prep.threads=1 --set prep.progress_interval_s=0.2"
+      " --set runtime.timeout_s=4 --set debug.delay_stage=decode --set debug.delay_ms=50",
+      2);
+  const auto stopped = test::interrupt_ranks(command, dir, SIGSTOP, {0}, "SHARDS-BEING-WRITTEN");
   ASSERT_GE(stopped.seconds, 0) << "rank 0 was never found to stop:\n" << stopped.output;
   EXPECT_LT(stopped.seconds, 30) << "the job did not end soon after the 4 s deadline:\n" << stopped.output;
   EXPECT_FALSE(WIFEXITED(stopped.status) && WEXITSTATUS(stopped.status) == 0) << stopped.output;
@@ -100,22 +104,18 @@ TEST(PrepBalance, AStoppedCoordinatorIsNamedAndFinishedShardsAreKept) {
 }
 
 TEST(PrepBalance, ARankFrozenForAWhileWritesFewerShardsAndTheJobEndsComplete) {
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   const fs::path dir = test::scratch_dir("prep-heartbeat-test", "frozen-for-a-while");
   const fs::path cache = dir / "cache";
   // 30 shards of 4 rows, 30 ms a row on both ranks (~1.8 s each when both run): long enough that
   // a 3 s freeze of rank 1 lands in the middle. With the shards split up front rank 1 would still
   // owe half of them after it; handed out as asked, rank 0 writes most of them meanwhile.
-  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " + SLUICE_BINARY +
-                              " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " + cache.string() +
-                              " --set cache.shard_size=4 --set prep.threads=1 --set runtime.timeout_s=30"
-                              " --set debug.delay_stage=decode --set debug.delay_ms=30";
-  const std::string watcher = "for i in $(seq 1200); do [ $(ls " + cache.string() +
-                              " 2>/dev/null | grep -c 'h5.tmp-') -ge 2 ] && { echo SHARDS-BEING-WRITTEN; break; };"
-                              " sleep 0.05; done";
-  const auto frozen = test::interrupt_ranks("{ " + watcher + " & " + command + "; }", dir, SIGSTOP, {1},
-                                            "SHARDS-BEING-WRITTEN", SLUICE_BINARY, 3.0);
+  const std::string command = prep_once_shards_are_written(
+      cache, 2,
+      " --set cache.shard_size=4 --set prep.threads=1 --set runtime.timeout_s=30"
+      " --set debug.delay_stage=decode --set debug.delay_ms=30",
+      2);
+  const auto frozen =
+      test::interrupt_ranks(command, dir, SIGSTOP, {1}, "SHARDS-BEING-WRITTEN", SLUICE_BINARY, 3.0);
   ASSERT_GE(frozen.seconds, 0) << "rank 1 was never found to stop:\n" << frozen.output;
   ASSERT_TRUE(WIFEXITED(frozen.status)) << frozen.output;
   EXPECT_EQ(WEXITSTATUS(frozen.status), 0) << "a rank frozen for 3 s of a 30 s deadline is slow, not dead:\n"
