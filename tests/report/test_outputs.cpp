@@ -190,8 +190,10 @@ TEST(TrainReport, FailedRunReportNamesTheMissingRank) {
 
 TEST(PrepReport, WritesItsFilesInTheCacheDirectory) {
   const fs::path dir = run_dir("prep");
+  size_t spans = 0;
   for (const auto& t : testing::make_prep_timelines(3, 40, [](int rank) { return rank == 1 ? 2.5 : 1.0; })) {
     timing::write_timeline(dir, t);
+    spans += t.spans.size();
   }
   write_file_atomically(dir / "prep-report.json",
                         json{{"corpus_rows", 122},
@@ -210,8 +212,24 @@ TEST(PrepReport, WritesItsFilesInTheCacheDirectory) {
   EXPECT_TRUE(j["ranks"][1]["audio_seconds"].is_null());
   const std::string md = read_file(dir / "report.md");
   EXPECT_NE(md.find("| too_short | 2 |"), std::string::npos) << md;
-  EXPECT_TRUE(fs::exists(dir / "trace.json"));
   EXPECT_TRUE(fs::exists(dir / "report.html"));
+  // The prep trace holds every span of every rank, on one clock starting at 0.
+  const json trace = read_json(dir / "trace.json");
+  size_t complete = 0;
+  std::set<int> named;
+  double earliest = 1e300;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++complete;
+      earliest = std::min(earliest, e["ts"].get<double>());
+    }
+    if (e["name"] == "process_name") named.insert(e["pid"].get<int>());
+  }
+  EXPECT_EQ(complete, spans);
+  EXPECT_EQ(named, (std::set<int>{0, 1, 2}));
+  EXPECT_DOUBLE_EQ(earliest, 0.0);
+  EXPECT_EQ(trace["otherData"]["selection"]["ranks_left_out"], 0);
+  EXPECT_EQ(trace["otherData"]["selection"]["window"], false);
 }
 
 TEST(Report, NoTimelinesIsAnErrorNamingTheDirectory) {
