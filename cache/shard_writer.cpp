@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <system_error>
 #include <vector>
 
@@ -14,33 +11,11 @@
 #include "cache/mel_statistics.h"
 #include "cache/shard_layout.h"
 #include "common/error.h"
+#include "common/finite.h"
 #include "common/log.h"
 
 namespace sluice::cache {
 namespace fs = std::filesystem;
-namespace {
-
-// True when no value is NaN or infinite (exponent bits all ones), in one branch-free pass: 4 floats
-// at a time with SSE2 (part of x86-64; the project builds at -O2, where GCC leaves a plain
-// std::isfinite loop scalar). The writer checks every mel value before writing, so this pass is
-// on the writer thread's hot path.
-bool all_finite(const float* values, int64_t n) {
-  int64_t i = 0;
-  uint32_t special = 0;
-#if defined(__SSE2__)
-  const __m128i exponent = _mm_set1_epi32(0x7f800000);
-  __m128i any = _mm_setzero_si128();
-  for (; i + 4 <= n; i += 4) {
-    const __m128i bits = _mm_castps_si128(_mm_loadu_ps(values + i));
-    any = _mm_or_si128(any, _mm_cmpeq_epi32(_mm_and_si128(bits, exponent), exponent));
-  }
-  special = static_cast<uint32_t>(_mm_movemask_epi8(any));
-#endif
-  for (; i < n; ++i) special |= std::isfinite(values[i]) ? 0u : 1u;
-  return special == 0;
-}
-
-}  // namespace
 
 struct ShardWriter::Impl {
   fs::path final_path;
@@ -285,9 +260,7 @@ void ShardWriter::append(const ShardSample& sample) {
   // Checked before anything is written, so a refused sample leaves the shard as it was. A NaN or
   // infinity would also turn the bin's statistics (and the manifest's) into NaN.
   const int64_t values = sample.n_frames * s.n_mels;
-  if (!all_finite(sample.mel, values)) {
-    const int64_t v =
-        std::find_if(sample.mel, sample.mel + values, [](float x) { return !std::isfinite(x); }) - sample.mel;
+  if (const int64_t v = first_non_finite(sample.mel, values); v < values) {
     throw CacheError(where + ": mel value at frame " + std::to_string(v / s.n_mels) + ", bin " +
                      std::to_string(v % s.n_mels) +
                      " is not finite; the feature extraction produced it: check the audio "

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "dataset/audio.h"
+#include "common/finite.h"
 #include "dataset/language.h"
 #include "dataset/phonemizer.h"
 #include "dataset/reject.h"
@@ -41,19 +42,17 @@ void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t 
 // any other, rather than a failure of the shard (whose writer refuses non-finite values).
 void check_finite_features(const std::filesystem::path& audio_file, const std::vector<float>& audio,
                            const std::vector<float>& mel, int n_mels) {
-  // One branch-free pass first (the common case, on every clip); the search only on a bad clip.
-  bool all_finite = true;
-  for (float value : mel) all_finite &= std::isfinite(value);
-  if (all_finite) return;
-  const auto bad = std::find_if(mel.begin(), mel.end(), [](float value) { return !std::isfinite(value); });
+  const auto values = static_cast<int64_t>(mel.size());
+  const int64_t at = first_non_finite(mel.data(), values);
+  if (at == values) return;
+  const float bad = mel[static_cast<size_t>(at)];
   float peak = 0.0f;
   for (float sample : audio) peak = std::max(peak, std::fabs(sample));
-  const auto at = static_cast<int64_t>(bad - mel.begin());
   char detail[512];
   std::snprintf(detail, sizeof(detail),
                 "the log-mel of %s is %s at frame %lld, bin %lld: its largest sample is %g (speech is "
                 "within +-1); rescale the file",
-                audio_file.c_str(), std::isnan(*bad) ? "NaN" : "infinite", static_cast<long long>(at / n_mels),
+                audio_file.c_str(), std::isnan(bad) ? "NaN" : "infinite", static_cast<long long>(at / n_mels),
                 static_cast<long long>(at % n_mels), static_cast<double>(peak));
   throw dataset::SampleRejected(dataset::RejectReason::non_finite_features, detail);
 }
