@@ -23,6 +23,8 @@
 #include <system_error>
 #include <vector>
 
+#include "common/finite.h"
+
 namespace sluice::dataset {
 namespace {
 
@@ -59,6 +61,7 @@ uint16_t read_u16_le(const unsigned char* bytes) {
 struct FileBytes {
   std::vector<unsigned char> bytes;  // bytes [0, bytes.size()) of the file
   uint64_t file_size = 0;
+  int64_t modified_ns = 0;
 };
 
 struct FdCloser {
@@ -81,6 +84,7 @@ void read_file_start(const fs::path& path, uint64_t limit, FileBytes& out) {
     reject(RejectReason::unreadable_audio, path, "not a regular file");
   }
   out.file_size = static_cast<uint64_t>(status.st_size);
+  out.modified_ns = static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec;
   const uint64_t want = std::min(out.file_size, limit);
   out.bytes.resize(static_cast<size_t>(want));
   uint64_t got = 0;
@@ -517,15 +521,11 @@ int decode_flac(const fs::path& path, const FileBytes& file, std::vector<float>&
 }
 
 void check_finite(const std::vector<float>& samples, const fs::path& path) {
-  // One branch-free pass (vectorises) first; the scalar search only runs on a bad file.
-  bool all_finite = true;
-  for (float x : samples) all_finite &= std::isfinite(x);
-  if (all_finite) return;
-  const auto bad =
-      std::find_if(samples.begin(), samples.end(), [](float x) { return !std::isfinite(x); });
+  const auto n = static_cast<int64_t>(samples.size());
+  const int64_t bad = first_non_finite(samples.data(), n);
+  if (bad == n) return;
   reject(RejectReason::non_finite_audio, path,
-         "sample " + std::to_string(bad - samples.begin()) + " is " +
-             (std::isnan(*bad) ? "NaN" : "infinite"));
+         "sample " + std::to_string(bad) + " is " + (std::isnan(samples[static_cast<size_t>(bad)]) ? "NaN" : "infinite"));
 }
 
 void resample(const std::vector<float>& in, int in_rate, int out_rate, const fs::path& path,
@@ -615,6 +615,8 @@ AudioInfo probe_audio(const std::filesystem::path& path) {
   info.sample_rate = header.samplerate;
   info.channels = header.channels;
   info.seconds = static_cast<double>(info.frames) / info.sample_rate;
+  info.file_bytes = static_cast<int64_t>(start.file_size);
+  info.modified_ns = start.modified_ns;
   return info;
 }
 

@@ -27,6 +27,10 @@ struct AudioInfo {
   int sample_rate = 0;
   int channels = 0;
   double seconds = 0.0;  // frames / sample_rate, before any resampling
+  // The file's size and modification time as probe_audio's open saw them (prep's fingerprint
+  // inputs): one stat fewer per file, which on Lustre or NFS is a round trip to a metadata server.
+  int64_t file_bytes = 0;
+  int64_t modified_ns = 0;
 };
 
 // Reads the header only (plus, for WAV, the chunk table to detect truncation), so it is cheap

@@ -90,7 +90,11 @@ size_t extension_rank(const fs::path& file) {
 AudioFolder::AudioFolder(const fs::path& folder) : folder_(folder) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    if (extension_rank(entry.path()) == kAudioExtensions.size() || !entry.is_regular_file()) continue;
+    // A link is taken without following it (a stat per file, which on shared storage is a round
+    // trip each): the probe opens it anyway and rejects a dangling one as missing_audio.
+    if (extension_rank(entry.path()) == kAudioExtensions.size() || !(entry.is_symlink() || entry.is_regular_file())) {
+      continue;
+    }
     by_stem_[entry.path().stem().string()].push_back(entry.path());
   }
   for (auto& [stem, files] : by_stem_) {

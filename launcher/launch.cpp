@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <future>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -80,14 +82,31 @@ struct PrepCommand {
                    "replace an existing cache made from other settings or inputs (sets prep.overwrite)");
   }
 
-  int run(const MpiSession& session) const {
-    auto settings = config.load();
-    if (!corpus.empty()) settings.set("corpus.path", corpus, "--corpus");
-    if (!out.empty()) settings.set("cache.dir", out, "--out");
-    if (threads >= 0) settings.set("prep.threads", std::to_string(threads), "--threads");
-    if (overwrite) settings.set("prep.overwrite", "true", "--overwrite");
-    return runtime::run_prep(session, settings);
+  // Before MPI starts: the settings, and the corpus listing started on a thread of its own
+  // (runtime/prep/prep_job.h, step 1). A bad config is kept for run(), which says it once MPI
+  // knows which rank is rank 0.
+  void start() {
+    try {
+      settings = config.load();
+      if (!corpus.empty()) settings->set("corpus.path", corpus, "--corpus");
+      if (!out.empty()) settings->set("cache.dir", out, "--out");
+      if (threads >= 0) settings->set("prep.threads", std::to_string(threads), "--threads");
+      if (overwrite) settings->set("prep.overwrite", "true", "--overwrite");
+      listing = runtime::start_listing(*settings);
+    } catch (...) {
+      start_error = std::current_exception();
+    }
   }
+
+  int run(const MpiSession& session) {
+    if (start_error) std::rethrow_exception(start_error);
+    return runtime::run_prep(session, *settings, std::move(listing));
+  }
+
+ private:
+  std::optional<config::Config> settings;
+  std::future<dataset::CorpusListing> listing;
+  std::exception_ptr start_error;
 };
 
 // The commands that never need other ranks, and so run without MPI: `sluice cache verify|inspect`,
@@ -256,6 +275,7 @@ int launch(int argc, char** argv, TorchCommands* torch) {
     return exit_usage;
   }
 
+  if (prep_command->parsed()) prep.start();
   MpiSession session(&argc, &argv);
   double abort_grace_s = 1.0;  // until train reads runtime.timeout_s
   try {

@@ -68,14 +68,18 @@ json probe_share(const dataset::CorpusListing& listing, int rank, int size) {
   for (size_t i = static_cast<size_t>(rank); i < listing.items.size(); i += static_cast<size_t>(size)) {
     const auto& item = listing.items[i];
     ItemProbe probe;
-    struct stat status {};
-    if (!item.reject && ::stat(item.audio.c_str(), &status) == 0) {
-      probe.bytes = static_cast<int64_t>(status.st_size);
-      probe.mtime_ns = static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec;
+    if (!item.reject) {
       try {
-        probe.seconds = dataset::probe_audio(item.audio).seconds;
+        const dataset::AudioInfo info = dataset::probe_audio(item.audio);
+        probe = {info.seconds, info.file_bytes, info.modified_ns};
       } catch (const dataset::SampleRejected&) {
-        // The worker decodes it again and records the reason; here it only weighs nothing.
+        // The worker decodes it again and records the reason; here it only weighs nothing, but
+        // its size and time still go into the fingerprint (a missing file stays at -1).
+        struct stat status {};
+        if (::stat(item.audio.c_str(), &status) == 0) {
+          probe.bytes = static_cast<int64_t>(status.st_size);
+          probe.mtime_ns = static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec;
+        }
       }
     }
     rows.push_back({i, probe.seconds, probe.bytes, probe.mtime_ns});
@@ -627,7 +631,14 @@ timing::RankTimeline prep_timeline(const MpiSession& session, const config::Conf
 
 }  // namespace
 
-int run_prep(const MpiSession& session, const config::Config& config) {
+std::future<dataset::CorpusListing> start_listing(const config::Config& config) {
+  return std::async(std::launch::async, [path = config.string("corpus.path"), options = corpus_options(config)] {
+    return dataset::read_corpus(path, options);
+  });
+}
+
+int run_prep(const MpiSession& session, const config::Config& config,
+             std::future<dataset::CorpusListing> listing_being_read) {
   const auto started = Clock::now();
   const double timeout_s = config.number("runtime.timeout_s");
   check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
@@ -644,8 +655,8 @@ int run_prep(const MpiSession& session, const config::Config& config) {
     out_settings["text"]["phonemizer"] = dataset::Phonemizer().engine_version();
   }
 
-  // 1. The listing: every rank reads it; it is deterministic.
-  const auto listing = dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+  // 1. The listing: every rank reads it (started before MPI); it is deterministic.
+  const dataset::CorpusListing listing = listing_being_read.get();
   if (listing.items.empty()) {
     // The same on every rank: each says it and stops (no exchange has started yet).
     throw DataError("the corpus " + listing.listing_file.string() + " (" + listing.format +

@@ -2,7 +2,9 @@
 // `sluice prep`: the offline, MPI-parallel cache preparation job.
 //
 // Protocol (every exchange has the runtime.timeout_s deadline, see common/mpi_session.h):
-//  1. Every rank reads the corpus listing (metadata only; deterministic, so no messages).
+//  1. Every rank reads the corpus listing (metadata only; deterministic, so no messages). It needs
+//     no other rank, so the launcher starts it on a thread before MPI starts (start_listing):
+//     listing a large corpus on shared storage and MPI's own start-up then overlap.
 //  2. Rank r probes the audio headers of items r, r+N, r+2N, ... (duration, size, mtime) and
 //     sends them to rank 0.
 //  3. Rank 0 computes the fingerprint (settings + vocabulary + listing + every file's size and
@@ -24,8 +26,11 @@
 //     same directory is refused at once, naming the holder (common/file_lock.h).
 //  5. Each rank sends rank 0 its result. Only when every rank succeeded does rank 0 write
 //     rejects.jsonl, index.h5 and, last, manifest.json; then it broadcasts the exit code.
+#include <future>
+
 #include "common/config.h"
 #include "common/mpi_session.h"
+#include "dataset/corpus.h"
 
 namespace sluice::runtime {
 
@@ -39,7 +44,13 @@ constexpr int prep_too_many_rejects = 3;
 // resumes. The same code as the launcher's for ErrorKind::environment.
 constexpr int prep_environment = 5;
 
-// Runs the job on every rank of `session`; returns the same exit code on every rank.
-int run_prep(const MpiSession& session, const config::Config& config);
+// Step 1 on a thread of its own: the listing of `config`'s corpus.path. Call it before MPI starts;
+// the future holds the reader's error, if any, which run_prep rethrows.
+std::future<dataset::CorpusListing> start_listing(const config::Config& config);
+
+// Runs the job on every rank of `session`, with `listing` from start_listing(config); returns the
+// same exit code on every rank.
+int run_prep(const MpiSession& session, const config::Config& config,
+             std::future<dataset::CorpusListing> listing);
 
 }  // namespace sluice::runtime

@@ -108,6 +108,23 @@ TEST_F(CorpusTest, SymlinksInsideTheRootAreFollowedNotJudged) {
   EXPECT_FALSE(read_corpus(root_, CorpusOptions{}).items[0].reject.has_value());
 }
 
+TEST_F(CorpusTest, ALinkIsListedWithoutFollowingItAndADanglingOneIsMissingAudio) {
+  // The listing takes links as they are (no stat per file); the probe and the decoder open them.
+  write("metadata.csv", "gone|text|text\n");
+  fs::create_symlink(root_ / "nowhere.wav", root_ / "wavs" / "gone.wav");
+  const auto listing = read_corpus(root_, CorpusOptions{});
+  ASSERT_EQ(listing.items.size(), 1u);
+  EXPECT_EQ(listing.items[0].audio, (root_ / "wavs" / "gone.wav").lexically_normal());
+  EXPECT_FALSE(listing.items[0].reject.has_value());
+  try {
+    sluice::dataset::probe_audio(listing.items[0].audio);
+    FAIL() << "expected SampleRejected";
+  } catch (const sluice::dataset::SampleRejected& rejected) {
+    EXPECT_EQ(rejected.reason(), RejectReason::missing_audio);
+    EXPECT_NE(std::string(rejected.what()).find("gone.wav"), std::string::npos) << rejected.what();
+  }
+}
+
 TEST_F(CorpusTest, MissingOrUnrecognisedCorpusIsAClearError) {
   try {
     read_corpus(root_ / "nope", CorpusOptions{});
