@@ -102,8 +102,14 @@ struct ShardBuilder::State {
   std::vector<ShardTask> shard_tasks;
   bool tasks_closed = false;
 
+  // Who waits for what, one condition each: a notify wakes only the threads that wait for it (with
+  // one condition for all, every row woke the intake thread twice for nothing: 0.3 CPU-s of
+  // futex calls and context switches per 20,000 rows).
+  std::condition_variable work_ready;      // workers: rows to take, a free slot, the end
+  std::condition_variable slot_filled;     // the writer: a finished row, a new shard, the end
+  std::condition_variable intake_changed;  // the intake thread: a shard added, the intake closed
+
   // Reorder window between workers and the writer.
-  std::condition_variable changed;
   std::vector<std::optional<ItemResult>> slots;
   int64_t next_task = 0;   // next row index a worker takes
   int64_t written = 0;     // rows the writer has consumed
@@ -135,7 +141,13 @@ struct ShardBuilder::State {
     std::lock_guard<std::mutex> lock(mutex);
     if (!error) error = failure;
     stopping = true;
-    changed.notify_all();
+    wake_all();
+  }
+
+  void wake_all() {
+    work_ready.notify_all();
+    slot_filled.notify_all();
+    intake_changed.notify_all();
   }
 
   // `audio` is the worker's decode buffer, reused from row to row (its contents are this row's
@@ -227,7 +239,7 @@ struct ShardBuilder::State {
         {
           std::unique_lock<std::mutex> lock(mutex);
           const auto all_taken = [&] { return next_task >= static_cast<int64_t>(rows.size()); };
-          changed.wait(lock, [&] {
+          work_ready.wait(lock, [&] {
             return stopping || (all_taken() && tasks_closed) ||
                    (!all_taken() && next_task < written + static_cast<int64_t>(window()));
           });
@@ -244,7 +256,7 @@ struct ShardBuilder::State {
           std::lock_guard<std::mutex> lock(mutex);
           slots[static_cast<size_t>(task) % window()] = std::move(item);
         }
-        changed.notify_all();
+        slot_filled.notify_one();  // only the writer waits for it
       }
     } catch (...) {
       fail(std::current_exception());
@@ -275,7 +287,7 @@ struct ShardBuilder::State {
         ShardTask shard_task;
         {
           std::unique_lock<std::mutex> lock(mutex);
-          changed.wait(lock, [&] { return stopping || index < shard_tasks.size() || tasks_closed; });
+          slot_filled.wait(lock, [&] { return stopping || index < shard_tasks.size() || tasks_closed; });
           if (stopping || index >= shard_tasks.size()) return;
           shard_task = shard_tasks[index];
         }
@@ -293,14 +305,14 @@ struct ShardBuilder::State {
             }
             done_with = {};
             auto& slot = slots[static_cast<size_t>(task) % window()];
-            changed.wait(lock, [&] { return stopping || slot.has_value(); });
+            slot_filled.wait(lock, [&] { return stopping || slot.has_value(); });
             if (stopping) return;  // the shard's temp file is removed by ~ShardWriter
             item = std::move(*slot);
             slot.reset();
             ++written;
             row = rows[static_cast<size_t>(task)];
           }
-          changed.notify_all();
+          work_ready.notify_all();  // a slot is free
 
           const auto start = Clock::now();
           timing::ScopedSpan write_span(timing::Stage::write, row);
@@ -355,11 +367,12 @@ struct ShardBuilder::State {
         int64_t shard = 0;
         {
           std::unique_lock<std::mutex> lock(mutex);
-          changed.wait(lock, [&] { return stopping || !intake.empty() || intake_closed; });
+          intake_changed.wait(lock, [&] { return stopping || !intake.empty() || intake_closed; });
           if (stopping) return;
           if (intake.empty()) {
             tasks_closed = true;
-            changed.notify_all();
+            work_ready.notify_all();
+            slot_filled.notify_all();
             return;
           }
           shard = intake.front();
@@ -384,7 +397,8 @@ struct ShardBuilder::State {
             shard_tasks.push_back({shard, first, static_cast<int64_t>(rows.size())});
           }
         }
-        changed.notify_all();
+        work_ready.notify_all();
+        slot_filled.notify_all();
       }
     } catch (...) {
       fail(std::current_exception());
@@ -430,7 +444,7 @@ ShardBuilder::~ShardBuilder() {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stopping = true;
   }
-  state_->changed.notify_all();
+  state_->wake_all();
   state_->join();
 }
 
@@ -463,7 +477,7 @@ void ShardBuilder::add(int64_t shard) {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.intake.push_back(shard);
   }
-  s.changed.notify_all();
+  s.intake_changed.notify_all();
 }
 
 void ShardBuilder::close() {
@@ -472,7 +486,7 @@ void ShardBuilder::close() {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.intake_closed = true;
   }
-  s.changed.notify_all();
+  s.intake_changed.notify_all();
 }
 
 int64_t ShardBuilder::shards_ahead() const {
