@@ -23,6 +23,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/file_util.h"
 #include "common/finite.h"
 
 namespace sluice::dataset {
@@ -84,7 +85,7 @@ void read_file_start(const fs::path& path, uint64_t limit, FileBytes& out) {
     reject(RejectReason::unreadable_audio, path, "not a regular file");
   }
   out.file_size = static_cast<uint64_t>(status.st_size);
-  out.modified_ns = static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec;
+  out.modified_ns = modified_ns(status);
   const uint64_t want = std::min(out.file_size, limit);
   out.bytes.resize(static_cast<size_t>(want));
   uint64_t got = 0;
@@ -524,8 +525,8 @@ void check_finite(const std::vector<float>& samples, const fs::path& path) {
   const auto n = static_cast<int64_t>(samples.size());
   const int64_t bad = first_non_finite(samples.data(), n);
   if (bad == n) return;
-  reject(RejectReason::non_finite_audio, path,
-         "sample " + std::to_string(bad) + " is " + (std::isnan(samples[static_cast<size_t>(bad)]) ? "NaN" : "infinite"));
+  const bool nan = std::isnan(samples[static_cast<size_t>(bad)]);
+  reject(RejectReason::non_finite_audio, path, "sample " + std::to_string(bad) + " is " + (nan ? "NaN" : "infinite"));
 }
 
 void resample(const std::vector<float>& in, int in_rate, int out_rate, const fs::path& path,

@@ -92,9 +92,8 @@ AudioFolder::AudioFolder(const fs::path& folder) : folder_(folder) {
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     // A link is taken without following it (a stat per file, which on shared storage is a round
     // trip each): the probe opens it anyway and rejects a dangling one as missing_audio.
-    if (extension_rank(entry.path()) == kAudioExtensions.size() || !(entry.is_symlink() || entry.is_regular_file())) {
-      continue;
-    }
+    if (extension_rank(entry.path()) == kAudioExtensions.size()) continue;  // before any stat
+    if (!entry.is_symlink() && !entry.is_regular_file()) continue;
     by_stem_[entry.path().stem().string()].push_back(entry.path());
   }
   for (auto& [stem, files] : by_stem_) {

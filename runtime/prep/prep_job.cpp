@@ -59,7 +59,6 @@ bool hand_to(ShardBuilder& builder, const std::vector<int64_t>& shards) {
   return shards.empty();
 }
 
-
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 
 // Step 2: the header probe of every size-th item, starting at this rank.
@@ -78,7 +77,7 @@ json probe_share(const dataset::CorpusListing& listing, int rank, int size) {
         struct stat status {};
         if (::stat(item.audio.c_str(), &status) == 0) {
           probe.bytes = static_cast<int64_t>(status.st_size);
-          probe.mtime_ns = static_cast<int64_t>(status.st_mtim.tv_sec) * 1000000000 + status.st_mtim.tv_nsec;
+          probe.mtime_ns = modified_ns(status);
         }
       }
     }
