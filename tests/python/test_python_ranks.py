@@ -8,6 +8,7 @@ SAMPLE_CORPUS, EXAMPLE, SLUICE_PYTHON_EXTENSION and PYTHONPATH in the environmen
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -459,4 +460,14 @@ class PythonRanks(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    program = unittest.main(verbosity=2, exit=False)
+    passed = program.result.wasSuccessful()
+    # The caches and run directories go when every test passed and stay for a look when one failed
+    # (KEEP_WORK=1 keeps them either way), as the C++ tests' scratch folders do.
+    work = getattr(PythonRanks, "work", None)
+    if work is not None:
+        if passed and not os.environ.get("KEEP_WORK"):
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work}")
+    sys.exit(0 if passed else 1)

@@ -2,10 +2,13 @@
 // Running the real `sluice` binary (and mpirun) from end-to-end tests.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace sluice::test {
 
@@ -23,10 +26,27 @@ inline CommandResult run_command(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
 }
 
+// The per-process folders scratch_dir made. support/scratch_cleanup.cpp, linked into every test
+// executable, removes them when the test program passes and names them when it fails: a full
+// ctest left ~3 GB of run directories and caches in /tmp, and CI machines can be short of disk.
+struct ScratchRoots {
+  std::mutex mutex;
+  std::vector<std::filesystem::path> paths;
+};
+inline ScratchRoots& scratch_roots() {
+  static ScratchRoots roots;
+  return roots;
+}
+
 // A fresh, empty directory for one test, unique to this test process.
 inline std::filesystem::path scratch_dir(const std::string& suite, const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("sluice-" + suite + "-" + std::to_string(::getpid())) / name;
+  const auto root = std::filesystem::temp_directory_path() / ("sluice-" + suite + "-" + std::to_string(::getpid()));
+  {
+    ScratchRoots& roots = scratch_roots();
+    const std::lock_guard<std::mutex> lock(roots.mutex);
+    if (std::find(roots.paths.begin(), roots.paths.end(), root) == roots.paths.end()) roots.paths.push_back(root);
+  }
+  const auto dir = root / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
