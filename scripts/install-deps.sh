@@ -35,4 +35,7 @@ echo "install-deps: installing ${#missing[@]} package(s): ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The downloaded .debs (1.6 GB for the whole list) are not needed once installed, and the build and
+# the tests need the disk: a CI machine ran out of it while linking.
+apt-get clean
 echo "install-deps: done"
