@@ -439,19 +439,8 @@ void Heartbeat::beat(int tag) {
 }
 
 void Heartbeat::listen() {
-  // This rank itself did not run for a while (stopped and continued, or starved of CPU): the
-  // others' silence in that time is not theirs to answer for (their beats queued up unread, or
-  // they gave up on this rank and ended). Silence counts only while this rank listens.
-  const int64_t gap = now_ns() - listened_ns_.load();
-  const auto expected = static_cast<int64_t>(interval_s_.load() * 1e9);
-  if (gap > 3 * expected) {
-    const int64_t lost = gap - expected;
-    for (size_t r = 0; r < hosts_.size(); ++r) {
-      if (heard_ns_[r].load() != departed) heard_ns_[r] += lost;
-    }
-    log::get("runtime")->warn("this rank did not run for {:.1f} s (stopped, or starved of CPU); other ranks may "
-                              "have named it", double(lost) * 1e-9);
-  }
+  forgive_own_stall(listened_ns_.load());  // stopped between two listens (in the wait, or beating)
+  const int64_t began = now_ns();
   while (true) {
     int arrived = 0;
     MPI_Message message;
@@ -467,7 +456,30 @@ void Heartbeat::listen() {
     std::atomic<int64_t>& heard = heard_ns_[source];
     if (heard.load() != departed) heard = status.MPI_TAG == farewell_tag ? departed : now_ns();
   }
+  // Stopped inside an MPI call above: the beats queued meanwhile may not have been read yet (one
+  // probe progresses only part of them), so the stall must be forgiven here as well. Without this a
+  // rank continued after a SIGSTOP named its healthy peers (seen once in ~10 runs of
+  // TrainJob.SilentDataRankIsNamedAndTheJobEnds).
+  forgive_own_stall(began);
   listened_ns_ = now_ns();
+}
+
+void Heartbeat::forgive_own_stall(int64_t since_ns) {
+  // This rank itself did not run for a while (stopped and continued, or starved of CPU): the
+  // others' silence in that time is not theirs to answer for (their beats queued up unread, or
+  // they gave up on this rank and ended). Silence counts only while this rank listens.
+  const int64_t now = now_ns();
+  const int64_t gap = now - since_ns;
+  const auto expected = static_cast<int64_t>(interval_s_.load() * 1e9);
+  if (gap <= 3 * expected) return;
+  const int64_t lost = gap - expected;
+  for (size_t r = 0; r < hosts_.size(); ++r) {
+    const int64_t heard = heard_ns_[r].load();
+    // A rank heard during the stall's own listen is already up to date.
+    if (heard != departed && heard < since_ns) heard_ns_[r] = std::min(heard + lost, now);
+  }
+  log::get("runtime")->warn("this rank did not run for {:.1f} s (stopped, or starved of CPU); other ranks may "
+                            "have named it", double(lost) * 1e-9);
 }
 
 void Heartbeat::warn_about_silence() {
