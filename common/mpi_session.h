@@ -96,8 +96,10 @@ class MpiSession {
 // a blocking read), so silence means the process is not running at all (stopped, dead) or its
 // network is gone. The thread is scheduled even on a rank held to a few percent of a core.
 // Silence is counted only while this rank's own thread listens: a listener that was stopped or
-// starved does not blame its peers for the time it did not run (it logs that it did not run). When a peer has been silent for half the deadline, the thread logs
-// a warning naming it, so that the culprit is named even if the launcher ends the job first.
+// starved, between two listens or inside one of its own MPI calls, does not blame its peers for
+// the time it did not run (it logs that it did not run). When a peer has been silent for half the
+// deadline, the thread logs a warning naming it, so that the culprit is named even if the
+// launcher ends the job first.
 // A rank that ends normally says goodbye (MpiSession's destructor): its silence after that is
 // not counted. A rank that fails says so (announce_failure) before it ends the job: a rank
 // waiting on it, even one that is only waiting on a healthy rank that waits on it, then stops at
