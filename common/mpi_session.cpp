@@ -439,7 +439,6 @@ void Heartbeat::beat(int tag) {
 }
 
 void Heartbeat::listen() {
-  forgive_own_stall(listened_ns_.load());  // stopped between two listens (in the wait, or beating)
   const int64_t began = now_ns();
   while (true) {
     int arrived = 0;
@@ -456,27 +455,28 @@ void Heartbeat::listen() {
     std::atomic<int64_t>& heard = heard_ns_[source];
     if (heard.load() != departed) heard = status.MPI_TAG == farewell_tag ? departed : now_ns();
   }
-  // Stopped inside an MPI call above: the beats queued meanwhile may not have been read yet (one
-  // probe progresses only part of them), so the stall must be forgiven here as well. Without this a
-  // rank continued after a SIGSTOP named its healthy peers (seen once in ~10 runs of
-  // TrainJob.SilentDataRankIsNamedAndTheJobEnds).
   forgive_own_stall(began);
   listened_ns_ = now_ns();
 }
 
-void Heartbeat::forgive_own_stall(int64_t since_ns) {
+void Heartbeat::forgive_own_stall(int64_t listen_began_ns) {
   // This rank itself did not run for a while (stopped and continued, or starved of CPU): the
   // others' silence in that time is not theirs to answer for (their beats queued up unread, or
-  // they gave up on this rank and ended). Silence counts only while this rank listens.
+  // they gave up on this rank and ended). Silence counts only while this rank listens. The gap is
+  // measured from the previous listen's end to this one's, so a stop anywhere in between counts:
+  // in the wait, while beating, or inside the probes above, after which the beats queued
+  // meanwhile may not all have been read yet (one probe progresses only part of them). Checked
+  // only before the probes, a rank stopped inside them named its healthy peers (seen once in ~11
+  // runs of TrainJob.SilentDataRankIsNamedAndTheJobEnds).
   const int64_t now = now_ns();
-  const int64_t gap = now - since_ns;
+  const int64_t gap = now - listened_ns_.load();
   const auto expected = static_cast<int64_t>(interval_s_.load() * 1e9);
   if (gap <= 3 * expected) return;
   const int64_t lost = gap - expected;
   for (size_t r = 0; r < hosts_.size(); ++r) {
     const int64_t heard = heard_ns_[r].load();
-    // A rank heard during the stall's own listen is already up to date.
-    if (heard != departed && heard < since_ns) heard_ns_[r] = std::min(heard + lost, now);
+    // A rank heard in this listen is up to date already.
+    if (heard != departed && heard < listen_began_ns) heard_ns_[r] = std::min(heard + lost, now);
   }
   log::get("runtime")->warn("this rank did not run for {:.1f} s (stopped, or starved of CPU); other ranks may "
                             "have named it", double(lost) * 1e-9);

@@ -154,7 +154,7 @@ class Heartbeat {
   void loop();
   void beat(int tag);
   void listen();
-  void forgive_own_stall(int64_t since_ns);
+  void forgive_own_stall(int64_t listen_began_ns);
   void warn_about_silence();
   std::string describe(int rank) const;
 

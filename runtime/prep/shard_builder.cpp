@@ -144,9 +144,14 @@ struct ShardBuilder::State {
     wake_all();
   }
 
-  void wake_all() {
+  // The shard tasks changed (one added, or no more to come): the workers and the writer look.
+  void tasks_changed() {
     work_ready.notify_all();
     slot_filled.notify_all();
+  }
+
+  void wake_all() {
+    tasks_changed();
     intake_changed.notify_all();
   }
 
@@ -371,8 +376,7 @@ struct ShardBuilder::State {
           if (stopping) return;
           if (intake.empty()) {
             tasks_closed = true;
-            work_ready.notify_all();
-            slot_filled.notify_all();
+            tasks_changed();
             return;
           }
           shard = intake.front();
@@ -397,8 +401,7 @@ struct ShardBuilder::State {
             shard_tasks.push_back({shard, first, static_cast<int64_t>(rows.size())});
           }
         }
-        work_ready.notify_all();
-        slot_filled.notify_all();
+        tasks_changed();
       }
     } catch (...) {
       fail(std::current_exception());
