@@ -79,4 +79,33 @@ double learning_rate(const OptimizerConfig& config, int64_t step) {
   return config.lr;
 }
 
+TransformerSizes transformer_sizes(const std::string& size) {
+  //                     d    heads enc dec ffn   prenet postnet
+  if (size == "tiny") return {128, 2, 2, 2, 512, 128, 64};
+  if (size == "small") return {256, 4, 4, 4, 1024, 256, 256};
+  if (size == "base") return {512, 8, 6, 6, 2048, 256, 512};
+  throw ConfigError("model.size '" + size + "' is unknown; use tiny, small or base");
+}
+
+double transformer_training_flops(const TransformerSizes& s, int64_t batch, int64_t tokens, int64_t frames,
+                                  int64_t n_mels) {
+  const auto d = static_cast<double>(s.d_model), f = static_cast<double>(s.ffn_dim);
+  const auto t = static_cast<double>(tokens), n = static_cast<double>(frames), m = static_cast<double>(n_mels);
+  const auto p = static_cast<double>(s.prenet_dim), c = static_cast<double>(s.postnet_channels);
+  // Multiply-adds per sample. Encoder layer, per token: q, k, v, out (4 d^2), scores and values
+  // over the tokens (2 t d), the feed-forward (2 d f).
+  const double encoder = static_cast<double>(s.encoder_layers) * t * (4 * d * d + 2 * t * d + 2 * d * f);
+  // Decoder layer, per frame: self-attention (4 d^2 + 2 n d), cross-attention's q and out (2 d^2)
+  // and its scores and values over the tokens (2 t d), the feed-forward; the memory's k and v once
+  // per token (2 d^2 t).
+  const double decoder = static_cast<double>(s.decoder_layers) *
+                         (n * (6 * d * d + 2 * n * d + 2 * t * d + 2 * d * f) + 2 * d * d * t);
+  // Prenet (mels -> prenet -> prenet -> d), the mel and stop projections, the postnet's
+  // convolutions (mels -> c, c -> c, ..., c -> mels).
+  const double frame_layers = n * (m * p + p * p + p * d + d * m + d);
+  const double postnet = n * static_cast<double>(s.postnet_kernel) *
+                         (2 * m * c + static_cast<double>(s.postnet_layers - 2) * c * c);
+  return 3 * 2 * static_cast<double>(batch) * (encoder + decoder + frame_layers + postnet);
+}
+
 }  // namespace sluice::model

@@ -55,6 +55,29 @@ struct OptimizerConfig {
   int accumulation_steps = 1;
 };
 
+// The built-in Transformer TTS's dimensions (model/transformer_tts.h) of one model.size.
+struct TransformerSizes {
+  int64_t d_model;
+  int64_t heads;
+  int64_t encoder_layers;
+  int64_t decoder_layers;
+  int64_t ffn_dim;
+  int64_t prenet_dim;
+  int64_t postnet_channels;
+  int64_t postnet_kernel = 5;
+  int64_t postnet_layers = 5;
+};
+
+// "tiny" | "small" | "base"; throws ConfigError otherwise.
+TransformerSizes transformer_sizes(const std::string& size);
+
+// Floating-point operations of one training step of the built-in model on a padded batch of
+// `batch` samples x `tokens` tokens x `frames` mel frames: the matrix products and convolutions
+// (2 per multiply-add) of the forward pass, times 3 for forward + backward; attention's score and
+// value products included, elementwise work left out. What a model FLOP utilisation divides.
+double transformer_training_flops(const TransformerSizes& sizes, int64_t batch, int64_t tokens, int64_t frames,
+                                  int64_t n_mels);
+
 // Throw sluice::ConfigError naming the key ("model.size", "optimizer.lr", ...) and what to use.
 void validate(const ModelConfig& config);
 void validate(const OptimizerConfig& config);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <mutex>
@@ -19,6 +20,11 @@
 #include <torch/utils.h>
 #include <torch/version.h>
 
+#if SLUICE_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file_util.h"
@@ -28,9 +34,75 @@
 namespace sluice::model {
 namespace {
 
-
-
 constexpr const char* kCheckpointFormat = "sluice-model-checkpoint-1";
+
+// The GPU time of one training step: a CUDA event on torch's current stream before the step's
+// first GPU work and one after its last. Read after the step's loss is back on the host, which
+// waits for that stream, so reading adds no synchronisation: two event records and one elapsed-time
+// query per step (microseconds against steps of milliseconds). Inactive on the CPU and with a
+// CPU-only libtorch; any CUDA error turns it off for good rather than failing a training step.
+class StepGpuTimer {
+ public:
+  // The events are made at the first start(), with the step's device current.
+  // SLUICE_GPU_STEP_TIMING=off leaves them out: what bench_train_step compares to measure their cost.
+  explicit StepGpuTimer(const torch::Device& device) {
+#if SLUICE_TORCH_CUDA
+    const char* setting = std::getenv("SLUICE_GPU_STEP_TIMING");
+    active_ = device.is_cuda() && !(setting != nullptr && std::string(setting) == "off");
+    device_ = device.index() < 0 ? 0 : device.index();
+#else
+    (void)device;
+#endif
+  }
+  ~StepGpuTimer() {
+#if SLUICE_TORCH_CUDA
+    if (start_ != nullptr) cudaEventDestroy(start_);
+    if (end_ != nullptr) cudaEventDestroy(end_);
+#endif
+  }
+  StepGpuTimer(const StepGpuTimer&) = delete;
+  StepGpuTimer& operator=(const StepGpuTimer&) = delete;
+
+  void start() {
+#if SLUICE_TORCH_CUDA
+    if (active_ && start_ == nullptr) {
+      active_ = cudaEventCreate(&start_) == cudaSuccess && cudaEventCreate(&end_) == cudaSuccess;
+    }
+#endif
+    record(start_);
+  }
+  void stop() { record(end_); }
+  // Seconds from start() to stop() on the GPU once both completed, else -1.
+  double seconds() {
+#if SLUICE_TORCH_CUDA
+    if (!active_) return -1;
+    float ms = 0;
+    if (cudaEventSynchronize(end_) != cudaSuccess || cudaEventElapsedTime(&ms, start_, end_) != cudaSuccess) {
+      active_ = false;
+      return -1;
+    }
+    return ms * 1e-3;
+#else
+    return -1;
+#endif
+  }
+
+ private:
+#if SLUICE_TORCH_CUDA
+  void record(cudaEvent_t event) {
+    if (active_ && cudaEventRecord(event, c10::cuda::getCurrentCUDAStream(device_).stream()) != cudaSuccess) {
+      active_ = false;
+    }
+  }
+  bool active_ = false;
+  c10::DeviceIndex device_ = 0;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t end_ = nullptr;
+#else
+  void record(int /*event*/) {}
+  int start_ = 0, end_ = 0;
+#endif
+};
 
 
 // Seed of micro-step `step` on `rank`; stream 1 is validation (its step is ignored).
@@ -124,6 +196,8 @@ struct Trainer::Impl {
   int world_size = 1;
   torch::Device device{torch::kCPU};
 
+  std::unique_ptr<StepGpuTimer> gpu_timer;  // StepResult::gpu_s
+
   std::unique_ptr<AcousticModel> model;
   NamedTensors params;   // trainable, model order
   NamedTensors buffers;  // persistent, model order
@@ -184,6 +258,8 @@ Trainer::Impl::Impl(const ModelConfig& model_config_in, const OptimizerConfig& o
                         " CUDA device(s) are visible");
     }
   }
+
+  gpu_timer = std::make_unique<StepGpuTimer>(device);
 
   // Same seed => same initial weights on every rank.
   seed_generators(device, seed);
@@ -394,6 +470,8 @@ StepResult Trainer::train_step(const BatchView& view) {
     const auto t_begin = Clock::now();
     c10::OptionalDeviceGuard device_guard;
     if (s.device.is_cuda()) device_guard.reset_device(s.device);
+    s.gpu_timer->start();
+    const auto t_gpu_start = Clock::now();
     const bool sync = (s.micro_step + 1) % s.optimizer_config.accumulation_steps == 0;
 
     BatchTensors batch = s.wrap(view);
@@ -459,6 +537,7 @@ StepResult Trainer::train_step(const BatchView& view) {
       result.lr = learning_rate(s.optimizer_config, s.optimizer_step + 1);
     }
     result.optimizer_steps = s.optimizer_step;
+    s.gpu_timer->stop();
 
     auto read = [](const torch::Tensor& value) {
       return value.defined() ? value.item<double>() : std::numeric_limits<double>::quiet_NaN();
@@ -468,6 +547,8 @@ StepResult Trainer::train_step(const BatchView& view) {
     result.postnet_loss = read(terms.postnet);
     result.stop_loss = read(terms.stop);
     const auto t_end = Clock::now();
+    result.gpu_s = s.gpu_timer->seconds();  // the reads above waited for the stream
+    result.gpu_start_s = seconds_between(t_begin, t_gpu_start);
     result.forward_s = seconds_between(t_begin, t_forward);
     result.backward_s = seconds_between(t_forward, t_backward);
     result.allreduce_exposed_s = seconds_between(t_backward, t_reduced);

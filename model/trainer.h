@@ -35,6 +35,12 @@ struct StepResult {
   double backward_s = 0.0;
   double allreduce_exposed_s = 0.0;  // after backward until all buckets are reduced
   double optimizer_s = 0.0;          // norm, clipping, AdamW update, gradient reset
+  // On CUDA: the step's GPU time, from a CUDA event recorded on torch's stream before its first GPU
+  // work (the batch's copies and checks) to one recorded after its last (the optimizer update);
+  // gpu_start_s is when the first event was recorded, in seconds after the step began on the host.
+  // -1 on the CPU (or when the events failed). The report's "GPU busy" sums gpu_s over the steps.
+  double gpu_s = -1.0;
+  double gpu_start_s = 0.0;
 };
 
 // Owns the model, the AdamW optimiser, the LR schedule and a flat gradient buffer.

@@ -31,14 +31,6 @@ torch::Tensor valid_positions(const torch::Tensor& lengths, int64_t length) {
 
 }  // namespace
 
-TransformerSizes transformer_sizes(const std::string& size) {
-  //                     d    heads enc dec ffn   prenet postnet
-  if (size == "tiny") return {128, 2, 2, 2, 512, 128, 64};
-  if (size == "small") return {256, 4, 4, 4, 1024, 256, 256};
-  if (size == "base") return {512, 8, 6, 6, 2048, 256, 512};
-  throw ConfigError("model.size '" + size + "' is unknown; use tiny, small or base");
-}
-
 AttentionImpl::AttentionImpl(int64_t d_model, int64_t heads, double dropout) : heads_(heads), dropout_(dropout) {
   q_ = register_module("q", torch::nn::Linear(d_model, d_model));
   kv_ = register_module("kv", torch::nn::Linear(d_model, 2 * d_model));

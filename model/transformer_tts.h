@@ -26,21 +26,6 @@
 
 namespace sluice::model {
 
-struct TransformerSizes {
-  int64_t d_model;
-  int64_t heads;
-  int64_t encoder_layers;
-  int64_t decoder_layers;
-  int64_t ffn_dim;
-  int64_t prenet_dim;
-  int64_t postnet_channels;
-  int64_t postnet_kernel = 5;
-  int64_t postnet_layers = 5;
-};
-
-// "tiny" | "small" | "base"; throws ConfigError otherwise.
-TransformerSizes transformer_sizes(const std::string& size);
-
 // Multi-head attention, batch-first. `blocked` is bool, broadcastable to [B, heads, Lq, Lk],
 // true where a query may not attend to a key. Every query must keep at least one key.
 class AttentionImpl : public torch::nn::Module {

@@ -257,7 +257,9 @@ std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction)
 
 std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
                               const std::string& run_dir) {
-  std::string body = "<h1>sluice train report: " + escape(run_dir) + "</h1>" + verdict_html(verdicts);
+  std::string body = "<h1>sluice train report: " + escape(run_dir) + "</h1>";
+  if (a.gpu_busy_fraction) body += "<p><b>" + escape(gpu_busy_text(a)) + "</b></p>";
+  body += verdict_html(verdicts);
   body += fmt::format("<p>Steady state: steps {}–{} ({} per model rank after {} warm-up steps). Input wait {}, exposed "
                       "all-reduce {}, exposed transfer {}. Clock uncertainty ±{:.1f} us; causality violations {} of {}.</p>",
                       a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,

@@ -174,6 +174,21 @@ std::string capped_window_text(const TrainAnalysis& a) {
                      pct(w.fraction(Stage::batch_wait)), pct(w.fraction(Stage::allreduce_exposed)));
 }
 
+std::string gpu_busy_text(const TrainAnalysis& a) {
+  if (!a.gpu_busy_fraction) return "";
+  std::string text = fmt::format("GPU busy {} of the model ranks' steady step time (CUDA events around each step's "
+                                 "GPU work)",
+                                 pct(*a.gpu_busy_fraction));
+  const auto timed = std::count_if(a.model_ranks.begin(), a.model_ranks.end(),
+                                   [](const ModelRankAnalysis& m) { return m.gpu_busy_fraction.has_value(); });
+  if (timed > 1) {
+    const auto lowest = std::find_if(a.model_ranks.begin(), a.model_ranks.end(),
+                                     [&](const ModelRankAnalysis& m) { return m.rank == a.gpu_busy_lowest_rank; });
+    text += fmt::format("; least busy: {} at {}", lowest->name, pct(a.gpu_busy_lowest_fraction));
+  }
+  return text + ".";
+}
+
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts) {
   std::string text;
   for (const auto& v : verdicts) text += v.headline() + "\n  -> " + v.recommendation + "\n";
@@ -197,6 +212,11 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                      {"input_wait_fraction", a.input_wait_fraction},
                      {"allreduce_exposed_fraction", a.allreduce_exposed_fraction},
                      {"transfer_exposed_fraction", a.transfer_exposed_fraction}};
+  j["gpu_busy"] = a.gpu_busy_fraction ? json{{"fraction", *a.gpu_busy_fraction},
+                                             {"lowest_rank", a.gpu_busy_lowest_rank},
+                                             {"lowest_fraction", a.gpu_busy_lowest_fraction},
+                                             {"source", "CUDA events around each model step's GPU work"}}
+                                      : json(nullptr);
   j["model_ranks"] = json::array();
   for (const auto& m : a.model_ranks) {
     json series = json::array();
@@ -215,6 +235,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                 {"input_wait_fraction", m.input_wait_fraction},
                                 {"allreduce_exposed_fraction", m.allreduce_exposed_fraction},
                                 {"transfer_exposed_fraction", m.transfer_exposed_fraction},
+                                {"gpu_busy_fraction", m.gpu_busy_fraction ? json(*m.gpu_busy_fraction) : json(nullptr)},
                                 {"allreduce_bytes", m.allreduce_bytes},
                                 {"step_series", series}});
   }
@@ -257,6 +278,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
 std::string train_report_markdown(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
                                   const std::string& run_dir) {
   std::string md = "# sluice train report: " + run_dir + "\n\n";
+  if (a.gpu_busy_fraction) md += "**" + gpu_busy_text(a) + "**\n\n";
   verdict_section(md, verdicts);
   md += fmt::format("Steady state: steps {}–{}, {} per model rank after dropping {} warm-up steps ({:.1f} s). "
                     "Model ranks waited for input {} of their step time, exposed all-reduce {}, exposed transfer {}.\n\n",
@@ -278,14 +300,19 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
                       ms(b.per_step.p99), pct(b.fraction));
   }
   md += "\n## Model ranks (steady steps; ms)\n\n";
+  // The GPU busy column only where some model rank timed its GPU work.
+  const bool gpu = a.gpu_busy_fraction.has_value();
   md += "| rank | steps | step p50 | p95 | p99 | busy p50 | batch_wait p50 | allreduce_exposed p50 | input wait | "
-        "exposed all-reduce |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+        "exposed all-reduce |" + std::string(gpu ? " GPU busy |" : "") + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|" +
+        (gpu ? "--:|" : "") + "\n";
   for (const auto& m : a.model_ranks) {
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", m.name, m.steady_steps,
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", m.name, m.steady_steps,
                       ms(m.step_seconds.p50), ms(m.step_seconds.p95), ms(m.step_seconds.p99), ms(m.busy_seconds.p50),
                       ms(m.stages.at(Stage::batch_wait).per_step.p50),
                       ms(m.stages.at(Stage::allreduce_exposed).per_step.p50), pct(m.input_wait_fraction),
                       pct(m.allreduce_exposed_fraction));
+    if (gpu) md += " " + (m.gpu_busy_fraction ? pct(*m.gpu_busy_fraction) : std::string("-")) + " |";
+    md += "\n";
   }
   if (!a.data_ranks.empty()) {
     md += "\n## Data ranks (share of the steady window; reader stages per reader thread)\n\n";

@@ -31,6 +31,10 @@ std::string from_storage_text(const TrainAnalysis& analysis, const DataRankAnaly
 // out, and the whole run's totals; one paragraph for report.md and report.html.
 std::string capped_window_text(const TrainAnalysis& analysis);
 
+// The headline of a run with GPU model ranks: "GPU busy 97.1% of the model ranks' steady time
+// (CUDA events ...; least busy: rank 2 ... at 95.0%)"; empty when no model rank timed its GPU.
+std::string gpu_busy_text(const TrainAnalysis& analysis);
+
 // The lines a launcher prints: one per verdict, with its recommendation.
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts);
 

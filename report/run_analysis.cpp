@@ -202,14 +202,17 @@ ModelRankAnalysis analyze_model_rank(const RankTimeline& t, std::vector<SteadyWa
   m.allreduce_exposed_fraction = m.stages[Stage::allreduce_exposed].fraction;
   if (steady.empty()) return m;
   const int64_t first = steady.front()->start_ns, last = steady.back()->end_ns;
+  std::optional<double> gpu_seconds;
   for (const Span& s : t.spans) {
     if (s.start_ns < first || s.start_ns >= last) continue;
+    if (s.stage == Stage::gpu_step) gpu_seconds = gpu_seconds.value_or(0) + seconds(s.end_ns - s.start_ns);
     if (s.stage == Stage::allreduce_exposed || s.stage == Stage::allreduce_overlapped) {
       m.allreduce_bytes += s.bytes;
       m.allreduce_seconds += seconds(s.end_ns - s.start_ns);
     }
     if (s.stage == Stage::batch_wait) waits.push_back({s.start_ns, s.end_ns, s.peer});
   }
+  if (gpu_seconds && m.steady_seconds > 0) m.gpu_busy_fraction = *gpu_seconds / m.steady_seconds;
   return m;
 }
 
@@ -617,6 +620,17 @@ void pool_model_ranks(TrainAnalysis& a, const JobSeries& job) {
   a.role_stages = breakdown(role_steps);
   a.input_wait_fraction = total > 0 ? wait / total : 0;
   a.allreduce_exposed_fraction = total > 0 ? exposed / total : 0;
+  double gpu_time = 0, gpu_wall = 0;
+  for (const auto& m : a.model_ranks) {
+    if (!m.gpu_busy_fraction) continue;
+    gpu_time += *m.gpu_busy_fraction * m.steady_seconds;
+    gpu_wall += m.steady_seconds;
+    if (a.gpu_busy_lowest_rank < 0 || *m.gpu_busy_fraction < a.gpu_busy_lowest_fraction) {
+      a.gpu_busy_lowest_rank = m.rank;
+      a.gpu_busy_lowest_fraction = *m.gpu_busy_fraction;
+    }
+  }
+  if (gpu_wall > 0) a.gpu_busy_fraction = gpu_time / gpu_wall;
   a.job_steps.reserve(job.size());
   for (const auto& [step, sums] : job) {
     JobStep j;

@@ -131,6 +131,9 @@ struct ModelRankAnalysis {
   double transfer_exposed_fraction = 0;   // batch_wait overlapped by its data rank's sends / step time
   int64_t allreduce_bytes = 0;            // bytes named by allreduce spans in steady steps
   double allreduce_seconds = 0;           // exposed + overlapped seconds in steady steps
+  // GPU busy: the GPU time of its steady steps (gpu_step spans, CUDA events around each step's
+  // GPU work) over their wall time; nullopt when the rank timed no GPU work (a CPU model rank).
+  std::optional<double> gpu_busy_fraction;
 };
 
 struct DataRankAnalysis {
@@ -260,6 +263,11 @@ struct TrainAnalysis {
   double input_wait_fraction = 0;         // sum batch_wait / sum step time, every model rank
   double allreduce_exposed_fraction = 0;
   double transfer_exposed_fraction = 0;
+  // The model ranks' GPU busy share pooled (GPU time / steady time over the ranks that timed their
+  // GPU work) and the least busy of them; nullopt when none did.
+  std::optional<double> gpu_busy_fraction;
+  int gpu_busy_lowest_rank = -1;
+  double gpu_busy_lowest_fraction = 0;
   // Per global step of the whole run (steady and warm-up, analysed or not), in step order.
   std::vector<JobStep> job_steps;
   WholeRun whole_run;

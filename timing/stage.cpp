@@ -8,8 +8,8 @@ namespace {
 constexpr std::array<std::string_view, stage_count> names = {
     "cache_read", "collate",   "wait_for_reader", "host_to_device", "gpu_work",   "credit_wait",
     "send",       "batch_wait", "forward",        "backward",       "allreduce_exposed",
-    "allreduce_overlapped", "optimizer", "sync",  "validation",     "checkpoint", "decode",
-    "resample",   "features",  "write"};
+    "allreduce_overlapped", "optimizer", "sync",  "validation",     "checkpoint", "gpu_step",
+    "decode",     "resample",  "features",  "write"};
 
 }  // namespace
 

@@ -26,6 +26,7 @@ enum class Stage : uint8_t {
   sync,                // the per-step stop/loss agreement among model ranks
   validation,          // a validation pass
   checkpoint,          // writing a checkpoint
+  gpu_step,            // the step's GPU work, first kernel to last, from CUDA events (own lane "gpu")
   // Prep ranks.
   decode,            // reading and decoding an audio file
   resample,          // resampling to features.sample_rate

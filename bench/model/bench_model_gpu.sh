@@ -20,4 +20,22 @@ if [[ ! -x "$binary" ]]; then
   exit 2
 fi
 # Positional: size batch frames n_mels steps threads world_size (size is replaced by --table).
-exec "$binary" tiny "$batch" "$frames" 80 "$steps" 4 1 --device "$device" --bf16 "$bf16" --table tiny,small,base
+table=$("$binary" tiny "$batch" "$frames" 80 "$steps" 4 1 --device "$device" --bf16 "$bf16" --table tiny,small,base)
+echo "$table"
+# Only on a GPU torch can use (the table says "skipped" otherwise).
+[[ $device == cuda* && $table != *skipped* ]] || exit 0
+# What the GPU busy figure costs: the CUDA events around each step (model/trainer.cpp) on and off
+# (SLUICE_GPU_STEP_TIMING=off), on the tiny model (the shortest steps: the worst case), interleaved.
+echo "# CUDA step events' cost: tiny, ${steps}x3 steps, events on / off, interleaved 3 rounds (samples/s)"
+on=() off=()
+for round in 1 2 3; do
+  on+=("$("$binary" tiny "$batch" "$frames" 80 $((steps * 3)) 4 1 --device "$device" --bf16 "$bf16" --table tiny |
+    awk '!/^#/ {print $4}')")
+  off+=("$(SLUICE_GPU_STEP_TIMING=off "$binary" tiny "$batch" "$frames" 80 $((steps * 3)) 4 1 --device "$device" \
+    --bf16 "$bf16" --table tiny | awk '!/^#/ {print $4}')")
+done
+echo "events on:  ${on[*]}"
+echo "events off: ${off[*]}"
+printf '%s\n' "${on[@]}" "${off[@]}" | awk -v n=${#on[@]} '
+  NR <= n {on += $1} NR > n {off += $1}
+  END {printf "events on / off samples/s (mean of rounds): %.4f (cost %.2f%%)\n", on / off, 100 * (1 - on / off)}'

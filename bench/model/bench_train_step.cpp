@@ -54,7 +54,17 @@ struct Measurement {
   double samples_per_s = 0.0;
   double valid_frames_per_s = 0.0;
   double padded_frames_per_s = 0.0;
+  double flops_per_s = 0.0;     // the model's training FLOPs (transformer_training_flops) per second
+  double gpu_busy = -1.0;       // GPU time of the timed steps (CUDA events) / their wall time; -1 on the CPU
 };
+
+// Dense bf16 tensor-core peak of the GPU named `name`, FLOP/s (NVIDIA's data sheets); 0 when unknown.
+double bf16_peak_flops(const std::string& name) {
+  if (name.find("H100") != std::string::npos) return name.find("PCIe") != std::string::npos ? 756e12 : 989.4e12;
+  if (name.find("H200") != std::string::npos) return 989.4e12;
+  if (name.find("A100") != std::string::npos) return 312e12;
+  return 0;
+}
 
 constexpr int warmup_steps = 2;
 
@@ -159,10 +169,16 @@ Measurement measure(const Options& o, const std::string& size, bool print_steps)
   int64_t valid_frames = 0;
   for (const int32_t length : data.mel_lens) valid_frames += length;
   std::vector<double> totals;
+  double gpu_s = 0;
+  bool gpu_timed = true;
   Clock::time_point window_start = Clock::now();
   for (int step = 0; step < o.steps; ++step) {
     if (step == warmup_steps) window_start = Clock::now();
     const StepResult r = trainer.train_step(data.view());
+    if (step >= warmup_steps || o.steps <= warmup_steps) {
+      gpu_s += r.gpu_s;
+      gpu_timed = gpu_timed && r.gpu_s >= 0;
+    }
     const double total = r.forward_s + r.backward_s + r.allreduce_exposed_s + r.optimizer_s;
     totals.push_back(total);
     if (print_steps) {
@@ -188,12 +204,27 @@ Measurement measure(const Options& o, const std::string& size, bool print_steps)
   m.samples_per_s = static_cast<double>(o.batch) * timed / window_s;
   m.valid_frames_per_s = static_cast<double>(valid_frames) * timed / window_s;
   m.padded_frames_per_s = static_cast<double>(o.batch) * o.frames * timed / window_s;
+  m.flops_per_s = transformer_training_flops(transformer_sizes(size), o.batch, tokens, o.frames, o.n_mels) * timed /
+                  window_s;
+  if (gpu_timed) m.gpu_busy = gpu_s / window_s;
   return m;
 }
 
 void print_throughput(const Measurement& m, int timed_steps) {
   std::printf("throughput over %d steps back to back: %.1f samples/s, %.0f mel frames/s (valid; %.0f padded)\n",
               timed_steps, m.samples_per_s, m.valid_frames_per_s, m.padded_frames_per_s);
+}
+
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f%%", 100 * fraction);
+  return text;
+}
+
+std::string fmt_peak(double peak, const std::string& gpu) {
+  char text[128];
+  std::snprintf(text, sizeof(text), "%.0f TFLOP/s (dense bf16 peak of the %s)", peak / 1e12, gpu.c_str());
+  return text;
 }
 
 int run_table(const Options& o) {
@@ -207,14 +238,26 @@ int run_table(const Options& o) {
               describe_device(o).c_str(), o.bf16 ? "on" : "off", o.batch, o.frames,
               100.0 * static_cast<double>(valid_frames) / (static_cast<double>(o.batch) * o.frames), o.n_mels, tokens,
               o.threads, o.world, first_timed, o.steps - 1);
-  std::printf("# samples/s and mel frames/s over the timed steps back to back; valid = frames without padding\n");
-  std::printf("#%5s %10s %10s %11s %14s %14s\n", "size", "params", "median_ms", "samples/s", "valid_frm/s",
-              "padded_frm/s");
+  // MFU: the model's matrix FLOPs (transformer_training_flops: padded shapes, forward x 3) per
+  // second over the GPU's dense bf16 peak; GPU busy: CUDA-event time of the steps over wall time.
+  double peak = 0;
+  std::string gpu_name;
+  for (const auto& gpu : sluice::transport::gpu_environment().gpus) {
+    if (on_cuda(o) && gpu.index == cuda_index(o.device)) gpu_name = gpu.name;
+  }
+  if (on_cuda(o)) peak = bf16_peak_flops(gpu_name);
+  std::printf("# samples/s and mel frames/s over the timed steps back to back; valid = frames without padding; "
+              "MFU = model TFLOP/s / %s\n",
+              peak > 0 ? fmt_peak(peak, gpu_name).c_str() : "(no known bf16 peak for this device)");
+  std::printf("#%5s %10s %10s %11s %14s %14s %10s %6s %9s\n", "size", "params", "median_ms", "samples/s", "valid_frm/s",
+              "padded_frm/s", "TFLOP/s", "MFU", "GPU_busy");
   std::fflush(stdout);
   for (const std::string& size : o.table) {
     const Measurement m = measure(o, size, false);
-    std::printf(" %5s %9.1fM %10.1f %11.1f %14.0f %14.0f\n", m.size.c_str(), static_cast<double>(m.parameters) / 1e6,
-                m.median_step_s * 1e3, m.samples_per_s, m.valid_frames_per_s, m.padded_frames_per_s);
+    std::printf(" %5s %9.1fM %10.1f %11.1f %14.0f %14.0f %10.1f %6s %9s\n", m.size.c_str(),
+                static_cast<double>(m.parameters) / 1e6, m.median_step_s * 1e3, m.samples_per_s, m.valid_frames_per_s,
+                m.padded_frames_per_s, m.flops_per_s / 1e12, peak > 0 ? percent(m.flops_per_s / peak).c_str() : "-",
+                m.gpu_busy >= 0 ? percent(m.gpu_busy).c_str() : "-");
     std::fflush(stdout);
   }
   return 0;

@@ -36,7 +36,10 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 
 feed = sluice.Feed()
-model = example.TinyTTS(feed.vocab_size, feed.n_mels)
+# cuda:N when the run's model.device is cuda: batches then arrive in GPU memory (cuda_ipc), the
+# replayed copies stay there, and the DataLoader's batches are copied there inside their step.
+device = feed.device
+model = example.TinyTTS(feed.vocab_size, feed.n_mels).to(device)
 
 
 def data_rank_pid():
@@ -85,10 +88,14 @@ optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
 
 def step(tokens, token_lens, mels, mel_lens):
+    if tokens.device != device:  # a DataLoader's batch (pinned when on a GPU)
+        tokens, token_lens, mels, mel_lens = (x.to(device, non_blocking=True) for x in (tokens, token_lens, mels, mel_lens))
     loss = example.masked_l1(model(tokens, token_lens, mel_lens, mels.size(1)), mels, mel_lens)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # each step's time is its GPU work, as on the CPU
 
 
 # 1. Fed by sluice, interleaved with 2a: after each fed step, the same step on the same batch
@@ -207,8 +214,10 @@ shapes = [(ix, t.size(1), m.size(1)) for t, _, m, _, ix in kept]
 dataset = CacheDataset(args.cache, shapes)
 loaders = {}
 for workers in [int(w) for w in args.workers.split(",")]:
+    # prefetch_factor only with workers: torch 2.x refuses it without, 1.13 refuses anything but 2.
     loader = torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False, num_workers=workers,
-                                         prefetch_factor=4 if workers else 2, persistent_workers=False)
+                                         persistent_workers=False, pin_memory=device.type == "cuda",
+                                         **({"prefetch_factor": 4} if workers else {}))
     loaders[workers] = interleaved_pass(loader)
 data_rank.mark("dataloader_passes")
 best = max(loaders, key=lambda w: loaders[w]["eta"])
@@ -216,7 +225,7 @@ phases = data_rank.phases()
 if "feed" in phases:
     phases["feed"]["batches"] = timed_batches
     phases["feed"]["cpu_s_per_batch"] = phases["feed"]["cpu_s"] / timed_batches
-print(json.dumps({"steps": len(kept), "batch_size": kept[0][0].size(0), "fed_samples_per_s": fed,
+print(json.dumps({"device": str(device), "steps": len(kept), "batch_size": kept[0][0].size(0), "fed_samples_per_s": fed,
                   "replayed_samples_per_s": replayed, "eta": fed / replayed,
                   "replayed_interleaved_samples_per_s": replayed_interleaved,
                   "replayed_feed_open_samples_per_s": replayed_feed_open,

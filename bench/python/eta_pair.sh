@@ -5,7 +5,7 @@
 # cores during the feed and while it only waits for the Python rank's end) with, when perf is
 # installed, its context switches, sched_yield and clock_nanosleep calls per fed batch.
 #
-#   BASELINE=OTHER_BUILD bench/python/eta_pair.sh [BUILD_DIR] [ROUNDS] [STEPS] [WORKERS]
+#   BASELINE=OTHER_BUILD bench/python/eta_pair.sh [BUILD_DIR] [ROUNDS] [STEPS] [WORKERS] [-- sluice train options]
 #
 # OTHER_BUILD: another build directory (its launcher/sluice and python/, e.g. main's build); without
 # it only BUILD_DIR runs. Each run: 1 data rank + 1 Python rank (Debian's /usr/bin/python3 with
@@ -14,13 +14,18 @@
 # to $BENCH_DIR (default /tmp/sluice-bench-eta). PY_MALLOC=system|tcmalloc: the Python rank's C
 # allocator (default system, the interpreter's glibc; tcmalloc preloads Debian's
 # libtcmalloc-minimal4 into it: docs/python.md, "Allocator"); the sluice rank runs with tcmalloc
-# either way (SLUICE_MALLOC).
+# either way (SLUICE_MALLOC). PYTHON: the Python rank's interpreter (default /usr/bin/python3; on
+# the GPU machine `python3`, the one with CUDA torch). `-- --set model.device=cuda` runs the Python
+# rank on GPU 0, fed over cuda_ipc (scripts/gpu-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
 rounds=${2:-2}
 steps=${3:-120}
 workers=${4:-0,1,2}
+shift $(( $# < 4 ? $# : 4 ))
+[ "${1:-}" = "--" ] && shift
+python=${PYTHON:-/usr/bin/python3}
 work=${BENCH_DIR:-/tmp/sluice-bench-eta}
 . bench/train/sample_cache.sh
 sample_cache "$work" "$build/launcher/sluice" 2
@@ -59,8 +64,8 @@ for round in $(seq "$rounds"); do
     watcher=$!
     PYTHONPATH=$b/python mpirun --bind-to none -np 1 "$b/launcher/sluice" train --cache "$work/cache" \
       --run-dir "$run_dir" --steps "$steps" --set train.batch_size=16 --set train.n_buckets=2 \
-      --set train.validation_every=0 --set train.checkpoint_every=0 --set runtime.status_every_s=0 \
-      : -np 1 env "${py_env[@]}" /usr/bin/python3 bench/python/eta.py --cache "$work/cache" --workers "$workers" \
+      --set train.validation_every=0 --set train.checkpoint_every=0 --set runtime.status_every_s=0 "$@" \
+      : -np 1 env "${py_env[@]}" "$python" bench/python/eta.py --cache "$work/cache" --workers "$workers" \
       >"$work/eta-$name.log" 2>&1
     wait "$watcher" || true
     /usr/bin/python3 - "$work/eta-$name.log" "$work/perf-$name.csv" "$b" "$load" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'

@@ -6,8 +6,10 @@
 #
 #   bench/train/bench_feed.sh [BUILD_DIR] [STEPS] [RANKS] [-- extra sluice train options]
 #
-# Uses the sample corpus's cache (made if missing). RANKS = 1 measures the in-process feed
-# (a data thread in the model's process), RANKS >= 2 the MPI feed from one data rank.
+# Uses the sample corpus's cache (made if missing), or CACHE=DIR (any cache). RANKS = 1 measures the
+# in-process feed (a data thread in the model's process), RANKS >= 2 the MPI feed from one data
+# rank (or cuda_ipc on one GPU). The run directories stay in BENCH_DIR (default /tmp/sluice-bench-feed):
+# feed/ and replay/ of the last call, with their reports.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -18,10 +20,11 @@ shift $(( $# < 3 ? $# : 3 ))
 sluice=$build/launcher/sluice
 work=${BENCH_DIR:-/tmp/sluice-bench-feed}
 . bench/train/sample_cache.sh
-sample_cache "$work" "$sluice" "$ranks"
+sample_cache "$work" "$sluice" "$ranks" "${CACHE:-}"
+cache=${CACHE:-$work/cache}
 run() {  # name, extra settings
   rm -rf "$work/$1"
-  $launcher "$sluice" train --cache "$work/cache" --run-dir "$work/$1" --steps "$steps" \
+  $launcher "$sluice" train --cache "$cache" --run-dir "$work/$1" --steps "$steps" \
     --set train.validation_every=0 --set train.checkpoint_every=0 --set train.log_every=1000000 \
     "${@:2}" >"$work/$1.log" 2>&1
 }
@@ -34,14 +37,18 @@ def model_ranks(name):
     ranks = [json.load(open(f)) for f in sorted(glob.glob(f"{work}/{name}/ranks/rank-*.json"))]
     return [r for r in ranks if r["role"] == "model" or "steady_seconds" in r]
 feed, replay = model_ranks("feed"), model_ranks("replay")
-print(f"{'model rank':<12}{'feed frames/s':>15}{'replay frames/s':>17}{'efficiency':>12}{'input wait':>12}")
+def busy(r):  # GPU busy share of the steady steps (CUDA events); '-' on the CPU
+    b = r.get("steady_gpu_busy_fraction")
+    return "-" if b is None else f"{b:.1%}"
+print(f"{'model rank':<12}{'feed frames/s':>15}{'replay frames/s':>17}{'efficiency':>12}{'input wait':>12}"
+      f"{'feed samples/s':>16}{'GPU busy feed':>15}{'GPU busy replay':>17}")
 ratios = []
 for f, r in zip(feed, replay):
     ratio = f["steady_padded_frames_per_second"] / r["steady_padded_frames_per_second"]
     ratios.append(ratio)
     wait = f["input_wait_seconds"] / f["wall_seconds"]
     print(f"{f['rank']:<12}{f['steady_padded_frames_per_second']:>15.0f}{r['steady_padded_frames_per_second']:>17.0f}"
-          f"{ratio:>12.3f}{wait:>11.1%}")
+          f"{ratio:>12.3f}{wait:>11.1%}{f.get('steady_samples_per_second', float('nan')):>16.1f}{busy(f):>15}{busy(r):>17}")
 print(f"input-pipeline efficiency (mean over model ranks, {feed[0]['steady_steps']} steady steps): "
       f"{sum(ratios) / len(ratios):.3f} (goal >= 0.98)")
 PY

@@ -200,6 +200,9 @@ class ModelLoop {
   int64_t warmup_ = 0;
   Clock::time_point started_, steady_started_;
   int64_t steady_padded_frames_ = 0;
+  int64_t steady_samples_ = 0;
+  double steady_gpu_s_ = -1;  // the steady steps' GPU time (CUDA events); -1 until a step on a GPU
+  int gpu_lane_ = -1;         // the span recorder's "gpu" lane, once named
   double window_loss_ = 0;
   int64_t window_steps_ = 0;
   StepTally tally_;  // totals, and the live status's interval since the last post
@@ -247,6 +250,7 @@ json ModelLoop::run() {
     if (global == setup_.first_step + warmup_) {
       steady_started_ = Clock::now();
       steady_padded_frames_ = 0;
+      steady_samples_ = 0;
     }
     const LoopBatch batch = next_batch(global);
     const auto start = Clock::now();
@@ -363,12 +367,24 @@ model::StepResult ModelLoop::train_step(const model::BatchView& batch, int64_t g
   phase(timing::Stage::backward, at + static_cast<int64_t>(result.backward_s * 1e9));
   phase(timing::Stage::allreduce_exposed, at + static_cast<int64_t>(result.allreduce_exposed_s * 1e9));
   phase(timing::Stage::optimizer, timing::now_ns());
+  // The GPU's own time for the step (CUDA events), on a lane of its own: it overlaps the phases.
+  if (result.gpu_s >= 0) {
+    timing::Span gpu;
+    gpu.stage = timing::Stage::gpu_step;
+    gpu.step = global;
+    gpu.start_ns = step_start_ns + static_cast<int64_t>(result.gpu_start_s * 1e9);
+    gpu.end_ns = gpu.start_ns + static_cast<int64_t>(result.gpu_s * 1e9);
+    if (gpu_lane_ < 0) gpu_lane_ = recorder.named_lane("gpu");
+    recorder.record_on(static_cast<uint16_t>(gpu_lane_), gpu);
+    if (global >= setup_.first_step + warmup_) steady_gpu_s_ = std::max(0.0, steady_gpu_s_) + result.gpu_s;
+  }
   return result;
 }
 
 void ModelLoop::count(const BatchPointers& batch) {
   tally_.count(batch);
   steady_padded_frames_ += int64_t{batch.header->batch_size} * batch.header->max_frames;
+  steady_samples_ += batch.header->batch_size;
 }
 
 // Every model rank agrees, at the same step, whether any of them got a stop signal (preemption),
@@ -491,6 +507,9 @@ json ModelLoop::summary(int64_t stopped_at, double elapsed, double steady_s) con
           {"steady_steps", setup_.end_step - setup_.first_step - warmup_},
           {"steady_seconds", steady_s},
           {"steady_padded_frames_per_second", double(steady_padded_frames_) / steady_s},
+          {"steady_samples_per_second", double(steady_samples_) / steady_s},
+          // The share of the steady time the GPU spent on the steps' work (CUDA events); null on the CPU.
+          {"steady_gpu_busy_fraction", steady_gpu_s_ >= 0 ? json(steady_gpu_s_ / steady_s) : json(nullptr)},
           {"allreduce_baseline_bytes_per_s", allreduce_baseline_},
           {"losses", losses_},
           {"validation", validations_}};

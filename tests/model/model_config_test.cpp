@@ -90,5 +90,20 @@ TEST(ModelConfigValidation, ErrorsNameTheKey) {
   EXPECT_NE(config_error(optimizer).find("optimizer.decay 'linear'"), std::string::npos);
 }
 
+// The model FLOPs behind bench_train_step's MFU, counted by hand for a model of unit sizes:
+// per sample, encoder 4+2+2, decoder 6+2+2+2 per frame and 2 per token, prenet to stop projection
+// 5, postnet 2 x 1 (two layers of kernel 1: mels -> c -> mels); 29 multiply-adds, x 2 x 3.
+TEST(TransformerFlops, CountedByHandAndLinearInTheBatch) {
+  const TransformerSizes unit{1, 1, 1, 1, 1, 1, 1, 1, 2};
+  EXPECT_DOUBLE_EQ(transformer_training_flops(unit, 1, 1, 1, 1), 174.0);
+  EXPECT_DOUBLE_EQ(transformer_training_flops(unit, 8, 1, 1, 1), 8 * 174.0);
+  // The sizes grow as their tables say: base costs more than small, small more than tiny.
+  const auto flops = [](const char* size) { return transformer_training_flops(transformer_sizes(size), 32, 160, 800, 80); };
+  EXPECT_LT(flops("tiny"), flops("small"));
+  EXPECT_LT(flops("small"), flops("base"));
+  // base on 32 x 800 frames x 160 tokens: about 5.7 TFLOP a step.
+  EXPECT_NEAR(flops("base") / 1e12, 5.7, 0.1);
+}
+
 }  // namespace
 }  // namespace sluice::model

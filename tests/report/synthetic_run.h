@@ -40,6 +40,9 @@ struct SyntheticTrain {
   double reader_busy_share = 0.9;  // cache_read per reader lane, as a share of the step
   double queue_depth = 0;
   double send_seconds = 0.001;  // each send span; it starts 2 ms x model rank before the batch_wait ends
+  // Per model rank (index rank - 1): a gpu_step span in every step covering this share of it, on
+  // the lane "gpu" (CUDA events); empty: the model ranks time no GPU work (CPU ranks).
+  std::vector<double> gpu_busy;
   // Clock: local = reference + skew_ns[rank]; the recorded offset is the skew unless
   // record_offsets is false (a broken alignment).
   std::vector<int64_t> skew_ns;
@@ -65,7 +68,7 @@ inline std::vector<RankTimeline> make_train_timelines(const SyntheticTrain& run)
     t.fed_by = r == 0 ? -1 : 0;
     t.settings = run.settings;
     t.lanes = r == 0 ? std::vector<std::string>{"main", "reader 1", "reader 2"}
-                     : std::vector<std::string>{"main", "allreduce"};
+                     : std::vector<std::string>{"main", "allreduce", "gpu"};
     t.counter_names = r == 0 ? std::vector<std::string>{"queue_depth", "credits"} : std::vector<std::string>{};
     t.channels = nlohmann::json::array();
   }
@@ -101,6 +104,15 @@ inline std::vector<RankTimeline> make_train_timelines(const SyntheticTrain& run)
         at = s.end_ns;
       };
       add(Stage::batch_wait, wait, 0, step);
+      if (static_cast<size_t>(m - 1) < run.gpu_busy.size()) {
+        Span gpu;
+        gpu.lane = 2;
+        gpu.stage = Stage::gpu_step;
+        gpu.start_ns = at;
+        gpu.end_ns = at + ns(run.gpu_busy[static_cast<size_t>(m - 1)] * step_seconds);
+        gpu.step = step;
+        spans.push_back(gpu);
+      }
       add(Stage::forward, forward[static_cast<size_t>(m)]);
       add(Stage::backward, run.backward + run.extra_backward(m, step));
       add(Stage::allreduce_exposed, slowest - busy[static_cast<size_t>(m)] + run.allreduce);

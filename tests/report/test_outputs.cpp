@@ -101,6 +101,34 @@ TEST(TrainReport, ReportJsonHasTheDocumentedFields) {
   EXPECT_EQ(j["settings"]["train.credits"], 3);
 }
 
+// GPU busy, the headline of a run on GPUs: each model rank's share of its steady time in gpu_step
+// spans (CUDA events), pooled over the ranks, the least busy named; absent for CPU model ranks.
+TEST(TrainReport, GpuBusyIsTheHeadlineWhenTheModelRanksTimedTheirGpu) {
+  testing::SyntheticTrain run;
+  run.gpu_busy = {0.90, 0.70};
+  const fs::path dir = write_train_run("train-gpu-busy", run);
+  write_train_report(dir);
+  const json j = read_json(dir / "report.json");
+  ASSERT_TRUE(j["gpu_busy"].is_object()) << j["gpu_busy"];
+  EXPECT_NEAR(j["gpu_busy"]["fraction"].get<double>(), 0.80, 0.005);
+  EXPECT_EQ(j["gpu_busy"]["lowest_rank"], 2);
+  EXPECT_NEAR(j["gpu_busy"]["lowest_fraction"].get<double>(), 0.70, 0.005);
+  EXPECT_NEAR(j["model_ranks"][0]["gpu_busy_fraction"].get<double>(), 0.90, 0.005);
+  EXPECT_NEAR(j["model_ranks"][1]["gpu_busy_fraction"].get<double>(), 0.70, 0.005);
+  const std::string md = read_file(dir / "report.md");
+  // Before the verdict: the figure the report is opened for.
+  const auto headline = md.find("**GPU busy 80.0% of the model ranks' steady step time");
+  EXPECT_NE(headline, std::string::npos) << md;
+  EXPECT_LT(headline, md.find("## Verdict"));
+  EXPECT_NE(md.find("least busy: rank 2 · node2 · GPU1 · model at 70.0%"), std::string::npos) << md;
+  EXPECT_NE(read_file(dir / "report.html").find("GPU busy 80.0%"), std::string::npos);
+
+  const fs::path cpu = write_train_run("train-no-gpu-busy", testing::SyntheticTrain{});
+  write_train_report(cpu);
+  EXPECT_TRUE(read_json(cpu / "report.json")["gpu_busy"].is_null());
+  EXPECT_EQ(read_file(cpu / "report.md").find("GPU busy"), std::string::npos);
+}
+
 TEST(TrainReport, TraceJsonHasProcessesLanesFlowsAndCounters) {
   testing::SyntheticTrain run;
   run.skew_ns = {0, 2'000'000'000, -1'000'000'000};
