@@ -32,6 +32,17 @@ TorchFacts torch_facts() {
   return facts;
 }
 
+#if SLUICE_TORCH_CUDA
+namespace {
+// The caching allocator learns the device count on torch's lazy CUDA initialisation, and until then
+// refuses every call naming a device ("Invalid device argument", seen on the H100 with torch
+// 2.11): a first tensor on the device triggers it.
+void initialize_allocator(int device) {
+  (void)torch::empty({1}, torch::TensorOptions().device(torch::Device(torch::kCUDA, static_cast<int16_t>(device))));
+}
+}  // namespace
+#endif
+
 int64_t limit_gpu_memory(int device, double fraction) {
   if (!(fraction > 0.0 && fraction <= 1.0)) {
     throw ConfigError("GPU memory fraction " + std::to_string(fraction) + " is outside (0, 1]");
@@ -43,9 +54,8 @@ int64_t limit_gpu_memory(int device, double fraction) {
                                         : "this libtorch (" + facts.version + ") was built without CUDA"));
   }
 #if SLUICE_TORCH_CUDA
-  // The allocator learns the device count on torch's lazy CUDA initialisation: a first tensor on
-  // the device triggers it, so the cap applies from the very first allocation that matters.
-  (void)torch::empty({1}, torch::TensorOptions().device(torch::Device(torch::kCUDA, static_cast<int16_t>(device))));
+  // The cap applies from the very first allocation that matters.
+  initialize_allocator(device);
   c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device));
   size_t free_bytes = 0, total_bytes = 0;
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
@@ -115,6 +125,7 @@ MaxBatchResult find_max_batch(const MaxBatchRequest& request) {
     result.device_name = properties.name;
     result.device_total_bytes = static_cast<int64_t>(properties.totalGlobalMem);
   }
+  initialize_allocator(device);
   // One candidate: a fresh trainer (weights, gradients, AdamW state) and steps_per_probe steps.
   auto probe = [&](int batch) {
     MaxBatchProbe outcome;
