@@ -8,8 +8,8 @@
 #
 #   here (once):  mkdir -p .gpu-deps && cp ../shared/tools/{gpu-host-deps.sh,peer_baseline.py} .gpu-deps/ &&
 #                 bash .gpu-deps/gpu-host-deps.sh download .gpu-deps && scripts/make-sample-corpus.sh data/sample-corpus
-#   there:        DEADLINE=580 bash scripts/gpu-check.sh build test train eta-tiny peer eta-base eta-small \
-#                     doctor model transport maxbatch python features
+#   there:        DEADLINE=488 bash scripts/gpu-check.sh build test train eta-tiny eta-base python maxbatch \
+#                     doctor eta-small model peer                    # visit 2's call (420 s of 500)
 #                 # device tool, carrying .gpu-deps and data/sample-corpus (no apt, no espeak-ng there);
 #                 # what the deadline cut off runs in a second call at once (warm: the build is kept)
 #
@@ -117,9 +117,10 @@ gpu_train() {
       --set model.device=cuda --set train.checkpoint_every=30 --set train.validation_every=30 "$@" &&
     head -12 "$bench/$name/report.md"
 }
-# SIZE RANKS: bench/train/bench_feed.sh on the peer's corpus, batch 32, bf16 (model.bf16's default).
+# SIZE RANKS: bench/train/bench_feed.sh on the peer's corpus, batch 32, bf16 (model.bf16's default),
+# 3 interleaved feed/replay rounds (one pair's processes differed by up to 20% on the H100).
 eta() {
-  CACHE=$peer_cache BENCH_DIR=$bench/eta-$1-$2 bash bench/train/bench_feed.sh "$build" 80 "$2" -- \
+  ROUNDS=3 CACHE=$peer_cache BENCH_DIR=$bench/eta-$1-$2 bash bench/train/bench_feed.sh "$build" 60 "$2" -- \
     --set model.device=cuda --set model.size="$1" --set train.batch_size=32 --set train.n_buckets=4
 }
 export -f configure build_gpu_checks gpu_train eta
@@ -214,9 +215,12 @@ for stage in "$@"; do
     [ -f $peer_cache/manifest.json ] ||
       step prep-peer 90 mpirun --bind-to none -np 8 $sluice prep --corpus /tmp/peer --out $peer_cache
     for ranks in 1 2; do
-      step "$stage-$ranks" 90 eta "${stage#eta-}" "$ranks"
-      keep "$stage-$ranks" "model rank|^[0-9]|efficiency" 4
+      step "$stage-$ranks" 150 eta "${stage#eta-}" "$ranks"
+      keep "$stage-$ranks" "round|^[0-9]|efficiency" 8
+      mkdir -p "$logs/runs"
+      for f in "$bench/eta-${stage#eta-}-$ranks"/*.log; do cp "$f" "$logs/runs/$stage-$ranks-$(basename "$f")" 2>/dev/null; done
     done
+    pack
     ;;
   peer)
     step peer 200 env PYTHONUNBUFFERED=1 python3 .gpu-deps/peer_baseline.py
@@ -242,6 +246,9 @@ for stage in "$@"; do
     step python-rank 120 env PYTHON=python3 BENCH_DIR=$bench/python bash bench/python/eta_pair.sh $build 1 80 0,2 \
       -- --set model.device=cuda
     keep python-rank "eta|load" 6
+    # The runs' own logs (the Python rank crashed in visit 2 and its log stayed there).
+    mkdir -p "$logs/runs" && cp $bench/python/*.log "$logs/runs/" 2>/dev/null
+    pack
     ;;
   doctor)
     need_sample_cache

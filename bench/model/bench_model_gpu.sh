@@ -24,20 +24,7 @@ table=$("$binary" tiny "$batch" "$frames" 80 "$steps" 4 1 --device "$device" --b
 echo "$table"
 # Only on a GPU torch can use (the table says "skipped" otherwise).
 [[ $device == cuda* && $table != *skipped* ]] || exit 0
-# What the GPU busy figure costs: the CUDA events around each step (model/trainer.cpp) on and off
-# (SLUICE_GPU_STEP_TIMING=off), on the tiny model (the shortest steps: the worst case), 4 rounds
-# interleaved; each round's median step time (throughput varied +-15% between processes on the H100).
-rounds=4
-echo "# CUDA step events' cost: tiny, $((steps * 2)) steps a run, events on / off, $rounds rounds interleaved (median step ms)"
-on=() off=()
-for round in $(seq $rounds); do
-  on+=("$("$binary" tiny "$batch" "$frames" 80 $((steps * 2)) 4 1 --device "$device" --bf16 "$bf16" --table tiny |
-    awk '!/^#/ {print $3}')")
-  off+=("$(SLUICE_GPU_STEP_TIMING=off "$binary" tiny "$batch" "$frames" 80 $((steps * 2)) 4 1 --device "$device" \
-    --bf16 "$bf16" --table tiny | awk '!/^#/ {print $3}')")
-done
-echo "events on:  ${on[*]}"
-echo "events off: ${off[*]}"
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
-awk -v on="$(median "${on[@]}")" -v off="$(median "${off[@]}")" \
-  'BEGIN {printf "median step with events / without: %.4f (%.2f%% slower)\n", on / off, 100 * (on / off - 1)}'
+# What the GPU busy figure costs: the CUDA events around each step (model/trainer.cpp), A/B inside
+# one process (two trainers stepped alternately, one made with SLUICE_GPU_STEP_TIMING=off), on the
+# tiny model (the shortest steps: the worst case). Separate processes differed by up to +-7%.
+"$binary" tiny "$batch" "$frames" 80 $((steps * 4)) 4 1 --device "$device" --bf16 "$bf16" --events-ab on

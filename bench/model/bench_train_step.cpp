@@ -45,6 +45,7 @@ struct Options {
   std::string device = "cpu";
   bool bf16 = false;
   std::vector<std::string> table;  // sizes; empty: one size with per-step lines
+  bool events_ab = false;          // --events-ab: the CUDA step events' cost, A/B in one process
 };
 
 struct Measurement {
@@ -71,7 +72,7 @@ constexpr int warmup_steps = 2;
 int usage() {
   std::fprintf(stderr,
                "usage: bench_train_step [size] [batch] [frames] [n_mels] [steps] [threads] [world_size] "
-               "[--device cpu|cuda|cuda:N] [--bf16 on|off] [--table tiny,small,base]\n");
+               "[--device cpu|cuda|cuda:N] [--bf16 on|off] [--table tiny,small,base] [--events-ab on]\n");
   return 2;
 }
 
@@ -89,6 +90,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.device = value;
     } else if (arg == "--bf16" && (value == "on" || value == "off")) {
       o.bf16 = value == "on";
+    } else if (arg == "--events-ab" && (value == "on" || value == "off")) {
+      o.events_ab = value == "on";
     } else if (arg == "--table") {
       std::stringstream list(value);
       for (std::string size; std::getline(list, size, ',');) {
@@ -147,16 +150,30 @@ std::string skip_reason(const Options& o) {
   return "";
 }
 
-Measurement measure(const Options& o, const std::string& size, bool print_steps) {
-  const int tokens = std::max(8, o.frames / 5);
+// The synthetic batch's tokens: a fifth of its frames.
+int tokens_of(const Options& o) { return std::max(8, o.frames / 5); }
+
+// The model of `size` as the options set it up (vocabulary 100).
+ModelConfig model_of(const Options& o, const std::string& size) {
   ModelConfig model;
   model.size = size;
   model.n_mels = o.n_mels;
   model.vocab_size = 100;
   model.device = o.device;
   model.bf16_autocast = o.bf16;
+  return model;
+}
+
+OptimizerConfig optimizer_of() {
   OptimizerConfig optimizer;
   optimizer.warmup_steps = 100;
+  return optimizer;
+}
+
+Measurement measure(const Options& o, const std::string& size, bool print_steps) {
+  const int tokens = tokens_of(o);
+  const ModelConfig model = model_of(o, size);
+  const OptimizerConfig optimizer = optimizer_of();
   std::unique_ptr<LoopbackReducer> reducer;
   if (o.world > 1) reducer = std::make_unique<LoopbackReducer>(o.world);
   Trainer trainer(model, optimizer, 1, reducer.get());
@@ -228,7 +245,7 @@ std::string fmt_peak(double peak, const std::string& gpu) {
 }
 
 int run_table(const Options& o) {
-  const int tokens = std::max(8, o.frames / 5);
+  const int tokens = tokens_of(o);
   const auto shape = testing::make_batch(o.batch, tokens, o.frames, o.n_mels, 100, 1);
   int64_t valid_frames = 0;
   for (const int32_t length : shape.mel_lens) valid_frames += length;
@@ -263,6 +280,49 @@ int run_table(const Options& o) {
   return 0;
 }
 
+// What the CUDA events behind GPU busy cost (model/trainer.cpp), measured inside one process: two
+// trainers of the same size on the same batch, one timing its steps with events and one made with
+// SLUICE_GPU_STEP_TIMING=off, stepped alternately, so that both see the same GPU clocks and load
+// (separate processes differed by up to +-7% in median step time on the H100).
+int run_events_ab(const Options& o) {
+  const int tokens = tokens_of(o);
+  const ModelConfig model = model_of(o, o.size);
+  const OptimizerConfig optimizer = optimizer_of();
+  Trainer with_events(model, optimizer, 1);
+  setenv("SLUICE_GPU_STEP_TIMING", "off", 1);
+  Trainer without_events(model, optimizer, 1);
+  unsetenv("SLUICE_GPU_STEP_TIMING");
+  const auto data = testing::make_batch(o.batch, tokens, o.frames, o.n_mels, model.vocab_size, 1);
+  std::vector<double> on, off;
+  int timed_on = 0;
+  for (int step = 0; step < o.steps; ++step) {
+    for (Trainer* trainer : {&with_events, &without_events}) {
+      const auto start = Clock::now();
+      const StepResult r = trainer->train_step(data.view());
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (step < warmup_steps) continue;
+      (trainer == &with_events ? on : off).push_back(seconds);
+      if (trainer == &with_events && r.gpu_s >= 0) ++timed_on;
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const auto mean = [](const std::vector<double>& v) {
+    double total = 0;
+    for (double x : v) total += x;
+    return v.empty() ? 0.0 : total / static_cast<double>(v.size());
+  };
+  std::printf("# CUDA step events, A/B in one process: %s, %s, batch %d x %d frames, %zu steps each, alternating\n",
+              o.size.c_str(), describe_device(o).c_str(), o.batch, o.frames, on.size());
+  std::printf("events on (%d steps timed by events): median %.3f ms, mean %.3f ms\n", timed_on, 1e3 * median(on),
+              1e3 * mean(on));
+  std::printf("events off: median %.3f ms, mean %.3f ms\n", 1e3 * median(off), 1e3 * mean(off));
+  std::printf("on / off: median %.4f, mean %.4f\n", median(on) / median(off), mean(on) / mean(off));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,6 +335,7 @@ int main(int argc, char** argv) {
   }
   try {
     set_compute_threads(o.threads);
+    if (o.events_ab) return run_events_ab(o);
     if (!o.table.empty()) return run_table(o);
     const Measurement m = measure(o, o.size, true);
     if (on_cuda(o)) print_throughput(m, o.steps > warmup_steps ? o.steps - warmup_steps : o.steps);

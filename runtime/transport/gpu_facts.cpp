@@ -1,5 +1,6 @@
 #include "runtime/transport/gpu_facts.h"
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -18,24 +19,29 @@ namespace {
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
 
-// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 ..." -> "580.65.06".
-std::string nvidia_driver_release() {
+std::string installed_driver_release() {
   std::ifstream in("/proc/driver/nvidia/version");
   std::string line;
-  if (!std::getline(in, line)) return "";
-  const size_t module = line.find("Kernel Module");
-  if (module == std::string::npos) return "";
-  std::istringstream words(line.substr(module + 13));
-  std::string release;
-  words >> release;
-  return release;
+  return std::getline(in, line) ? nvidia_driver_release(line) : "";
 }
 
 }  // namespace
 
+std::string nvidia_driver_release(const std::string& version_line) {
+  const size_t module = version_line.find("Kernel Module");
+  if (module == std::string::npos) return "";
+  std::istringstream words(version_line.substr(module + 13));
+  for (std::string word; words >> word;) {
+    const bool version = std::isdigit(static_cast<unsigned char>(word.front())) &&
+                         word.find_first_not_of("0123456789.") == std::string::npos && word.find('.') != std::string::npos;
+    if (version) return word;
+  }
+  return "";
+}
+
 GpuEnvironment gpu_environment() {
   GpuEnvironment env;
-  env.driver_release = nvidia_driver_release();
+  env.driver_release = installed_driver_release();
   env.cuda_compiled = SLUICE_HAVE_CUDA != 0;
   env.nccl_compiled = SLUICE_HAVE_NCCL != 0;
 #if SLUICE_HAVE_NCCL

@@ -29,4 +29,9 @@ struct GpuEnvironment {
 // Never throws: CUDA errors (no driver, no device) end up in `problem` with an empty `gpus`.
 GpuEnvironment gpu_environment();
 
+// The driver release in the first line of /proc/driver/nvidia/version: the first word after "Kernel
+// Module" made of digits and dots ("580.65.06"; the open module's line says "Open Kernel Module for
+// x86_64  580.159.04"); "" when there is none.
+std::string nvidia_driver_release(const std::string& version_line);
+
 }  // namespace sluice::transport

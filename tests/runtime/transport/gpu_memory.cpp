@@ -45,8 +45,12 @@ const void* DeviceStaging::stage(const std::vector<uint8_t>& bytes) {
     check(cudaMalloc(&buffer_, 1), "cudaMalloc");
     capacity_ = 1;
   }
-  // Synchronous: the bytes are complete before send() reads them on the channel's stream.
+  // From pageable memory cudaMemcpy may return once the bytes are staged for DMA, before they land
+  // (CUDA's "API synchronization behavior"), and the channel reads them on a non-blocking stream,
+  // unordered with this copy: wait for the device. Without it, batches arrived with an older
+  // pattern under load on the H100 (BytesArriveIntactAndInOrder, nccl_loopback and cuda_ipc).
   if (!bytes.empty()) check(cudaMemcpy(buffer_, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return buffer_;
 }
 
