@@ -72,8 +72,10 @@ struct FdCloser {
 
 // Reads up to `limit` bytes from the start of path into `out` (whose capacity is reused).
 // A file that is not there is missing_audio; one that cannot be opened or read is unreadable.
+// O_NONBLOCK: opening a named pipe (a FIFO in the corpus) would otherwise wait for a writer
+// forever; a regular file's reads ignore it, and fstat below rejects everything else.
 void read_file_start(const fs::path& path, uint64_t limit, FileBytes& out) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int error = errno;
     if (error == ENOENT || error == ENOTDIR) reject(RejectReason::missing_audio, path, "no such file");

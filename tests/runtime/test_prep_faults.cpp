@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sndfile.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -267,6 +268,37 @@ TEST_F(PrepFaults, ClipWithHugeFiniteSamplesIsARejectNotAFailedJob) {
   EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "LJS-EN-0007.wav")) << reject.dump();
   EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "1e+30")) << reject.dump();
   EXPECT_TRUE(contains(result.output, "non_finite_features=1")) << result.output;
+}
+
+// A JSONL manifest naming a named pipe as a clip's audio (issue 27: prep waited on it forever,
+// silently, on 1 and 2 ranks): rejected as not a regular file, and the job ends.
+TEST_F(PrepFaults, FifoInTheCorpusIsARejectNotAHang) {
+  const fs::path corpus = scratch("fifo-corpus");
+  ASSERT_EQ(::mkfifo((corpus / "pipe.wav").c_str(), 0644), 0);
+  {
+    std::ofstream manifest(corpus / "list.jsonl");
+    for (const std::string id : {"LJS-EN-0001", "LJS-EN-0002", "LJS-EN-0003"}) {
+      fs::copy_file(fs::path(SLUICE_SAMPLE_CORPUS) / "wavs" / (id + ".wav"), corpus / (id + ".wav"));
+      manifest << nlohmann::json{{"id", id}, {"audio", id + ".wav"}, {"text", "a clip"}}.dump() << "\n";
+    }
+    manifest << nlohmann::json{{"id", "LJS-EN-0007"}, {"audio", "pipe.wav"}, {"text", "a pipe"}}.dump() << "\n";
+  }
+  const fs::path cache = scratch("fifo-cache");
+  const fs::path log = scratch("fifo-log") / "prep.log";
+  // 1 of 4 rejected: allowed for this corpus.
+  const pid_t pid =
+      spawn({"/bin/sh", "-c", prep_command(corpus / "list.jsonl", cache, "--set prep.max_reject_fraction=0.5")}, log);
+  const int code = wait_for(pid, std::chrono::seconds(60));
+  ASSERT_NE(code, -1) << "prep still running after 60 s:\n" << read_text(log);
+  EXPECT_EQ(code, 0) << read_text(log);
+  EXPECT_EQ(manifest_of(cache)["totals"]["rejects"], 1);
+  std::ifstream rejects(cache / "rejects.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rejects, line));
+  const auto reject = nlohmann::json::parse(line);
+  EXPECT_EQ(reject["id"], "LJS-EN-0007");
+  EXPECT_EQ(reject["reason"], "unreadable_audio");
+  EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "not a regular file")) << reject.dump();
 }
 
 TEST_F(PrepFaults, DamagedFinishedShardIsRebuiltOnRerun) {
