@@ -19,6 +19,7 @@ const char* to_string(RejectReason reason) {
     case RejectReason::invalid_text: return "invalid_text";
     case RejectReason::unsupported_language: return "unsupported_language";
     case RejectReason::non_finite_features: return "non_finite_features";
+    case RejectReason::too_many_tokens: return "too_many_tokens";
   }
   return "unknown";
 }

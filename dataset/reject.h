@@ -23,6 +23,8 @@ enum class RejectReason {
   invalid_text,       // text that is not valid UTF-8
   unsupported_language,  // phonemes asked for a language espeak-ng has no voice for
   non_finite_features,   // finite audio whose log-mel is not (samples so large their power overflows)
+  too_many_tokens,       // more tokens than prep.max_tokens, or more per second of audio than
+                         // prep.max_tokens_per_second: a transcript that does not belong to its clip
 };
 
 const char* to_string(RejectReason reason);

@@ -86,6 +86,13 @@ config::Schema build_schema() {
               "clips shorter than this are rejected (too_short)", {}, 0, 1e6});
   schema.add({"prep.max_seconds", ValueType::number, "20",
               "clips longer than this are rejected (too_long)", {}, 0, 1e6});
+  schema.add({"prep.max_tokens", ValueType::integer, "1000",
+              "samples with more text tokens than this are rejected (too_many_tokens): attention cost grows "
+              "with its square, and no clip of prep.max_seconds says more", {}, 1, 1000000});
+  schema.add({"prep.max_tokens_per_second", ValueType::number, "40",
+              "samples with more text tokens per second of audio are rejected (too_many_tokens): speech "
+              "runs at 10-25 characters or phonemes a second, so more means the text is not the clip's",
+              {}, 0.1, 1e6});
   schema.add({"prep.max_reject_fraction", ValueType::number, "0.05",
               "more rejects than this fraction of the corpus fails the job (exit 3) and leaves no manifest",
               {}, 0, 1});
@@ -279,6 +286,8 @@ nlohmann::json output_settings(const config::Config& config) {
   settings["cache"].erase("dir");
   settings["prep"]["min_seconds"] = all["prep"]["min_seconds"];
   settings["prep"]["max_seconds"] = all["prep"]["max_seconds"];
+  settings["prep"]["max_tokens"] = all["prep"]["max_tokens"];
+  settings["prep"]["max_tokens_per_second"] = all["prep"]["max_tokens_per_second"];
   return settings;
 }
 

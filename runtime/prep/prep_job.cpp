@@ -524,6 +524,8 @@ BuildSettings build_settings(const MpiSession& session, const config::Config& co
   settings.tokenizer = config.string("text.tokenizer");
   settings.min_seconds = config.number("prep.min_seconds");
   settings.max_seconds = config.number("prep.max_seconds");
+  settings.max_tokens = config.integer("prep.max_tokens");
+  settings.max_tokens_per_second = config.number("prep.max_tokens_per_second");
   settings.cache_dir = config.string("cache.dir");
   settings.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
   settings.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));

@@ -155,6 +155,26 @@ struct ShardBuilder::State {
     intake_changed.notify_all();
   }
 
+  // A transcript far longer than its clip can say (a 100 KB text on a 4.5 s clip once became 102,399
+  // tokens and an allocation of 156 GiB on every model rank) is a reject, not a training failure.
+  void check_token_count(size_t tokens, double seconds) const {
+    const auto count = static_cast<int64_t>(tokens);
+    if (count > settings.max_tokens) {
+      throw dataset::SampleRejected(dataset::RejectReason::too_many_tokens,
+                                    std::to_string(count) + " tokens > prep.max_tokens " +
+                                        std::to_string(settings.max_tokens));
+    }
+    const double per_second = static_cast<double>(count) / std::max(seconds, 1e-3);
+    if (per_second > settings.max_tokens_per_second) {
+      char detail[200];
+      std::snprintf(detail, sizeof(detail),
+                    "%lld tokens for %.2f s of audio: %.1f a second > prep.max_tokens_per_second %g (is the text "
+                    "this clip's?)",
+                    static_cast<long long>(count), seconds, per_second, settings.max_tokens_per_second);
+      throw dataset::SampleRejected(dataset::RejectReason::too_many_tokens, detail);
+    }
+  }
+
   // `audio` is the worker's decode buffer, reused from row to row (its contents are this row's
   // samples on return); `mel_buffer` becomes the result's mel (its capacity reused).
   ItemResult process(int64_t row, dataset::UnknownCounts& unknown, std::vector<float>& audio,
@@ -218,6 +238,7 @@ struct ShardBuilder::State {
         }
       }
       out.tokens = vocabulary.encode(symbols, unknown);
+      check_token_count(out.tokens.size(), out.seconds);
       text_ns += nanoseconds_since(start);
 
       start = Clock::now();

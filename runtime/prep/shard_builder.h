@@ -39,6 +39,8 @@ struct BuildSettings {
   std::string tokenizer = "chars";  // chars | phonemes
   double min_seconds = 0.0;
   double max_seconds = 1e9;
+  int64_t max_tokens = 1000000;             // prep.max_tokens
+  double max_tokens_per_second = 1e9;       // prep.max_tokens_per_second
   std::filesystem::path cache_dir;
   cache::ShardWriterOptions writer;
   int threads = 1;

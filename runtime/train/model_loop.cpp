@@ -166,6 +166,7 @@ class ModelLoop {
   std::optional<transport::ReceivedBatch> receive(int64_t global);
   void check_position(const BatchPointers& batch, int64_t global) const;
   model::StepResult train_step(const model::BatchView& batch, int64_t global);
+  model::StepResult train_step_naming_the_batch(const LoopBatch& batch, int64_t global);
   void count(const BatchPointers& batch);
   bool agree_to_stop(int64_t done, double loss);
   [[noreturn]] void stop_on_nonfinite_loss(int64_t global, double loss);
@@ -256,8 +257,7 @@ json ModelLoop::run() {
     const auto start = Clock::now();
     // On a GPU the step ends with the loss read back, after every kernel that reads the batch:
     // the slot is free to release when it returns.
-    const model::StepResult result =
-        train_step(batch.on_device ? view_of(*batch.on_device) : view_of(batch.host), global);
+    const model::StepResult result = train_step_naming_the_batch(batch, global);
     tally_.add_compute(seconds_since(start));
     count(batch.host);
     sample_log_.trained(batch.host, global);
@@ -341,6 +341,36 @@ void ModelLoop::check_position(const BatchPointers& batch, int64_t global) const
                          std::to_string(batch.header->step) + " from " + session_.describe(feed_.data_rank) +
                          ", expected epoch " + std::to_string(expected.epoch) + " step " +
                          std::to_string(expected.step) + ": data and model ranks disagree on the plan");
+  }
+}
+
+// A failed step names its batch: the step, the padded shape and the sample with the longest text
+// (a transcript that does not belong to its clip made every model rank fail with "tried to
+// allocate 156 GiB" and nothing else; prep.max_tokens rejects such samples now).
+model::StepResult ModelLoop::train_step_naming_the_batch(const LoopBatch& batch, int64_t global) {
+  try {
+    return train_step(batch.on_device ? view_of(*batch.on_device) : view_of(batch.host), global);
+  } catch (const Error& error) {
+    const BatchHeader& header = *batch.host.header;
+    std::string where = " (global step " + std::to_string(global) + ", epoch " + std::to_string(header.epoch) +
+                        " step " + std::to_string(header.step) + ": a batch of " + std::to_string(header.batch_size) +
+                        " samples padded to " + std::to_string(header.max_frames) + " frames x " +
+                        std::to_string(header.max_tokens) + " tokens";
+    // A bucket pads every batch to its longest sample (batch_plan.h): the text that set the
+    // padding is the cache's longest within it, wherever that sample's own batch falls.
+    const cache::IndexEntry* longest = nullptr;
+    for (const cache::IndexEntry& entry : reader_.entries()) {
+      if (entry.n_tokens <= header.max_tokens && (longest == nullptr || entry.n_tokens > longest->n_tokens)) {
+        longest = &entry;
+      }
+    }
+    if (longest != nullptr) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%.2f", longest->seconds);
+      where += ", the tokens set by its bucket's longest text: sample " + longest->id + ", " +
+               std::to_string(longest->n_tokens) + " tokens for " + seconds + " s of audio";
+    }
+    throw Error(error.kind(), std::string(error.what()) + where + ")");
   }
 }
 

@@ -301,6 +301,44 @@ TEST_F(PrepFaults, FifoInTheCorpusIsARejectNotAHang) {
   EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "not a regular file")) << reject.dump();
 }
 
+// A 100 KB transcript on a 3-6 s clip (issue 27: it became 102,399 tokens in the cache and failed
+// training on every model rank with a 156 GiB allocation): a too_many_tokens reject naming the
+// count and the rate, and the rest of the corpus is prepared.
+TEST_F(PrepFaults, TranscriptFarLongerThanItsClipIsARejectNotACacheRow) {
+  const fs::path corpus = scratch("long-text-corpus");
+  fs::copy(SLUICE_SAMPLE_CORPUS, corpus, fs::copy_options::recursive);
+  std::string words;
+  for (int i = 0; i < 20000; ++i) words += "word ";
+  {
+    std::ifstream in(corpus / "metadata.csv");
+    std::string rows, row;
+    while (std::getline(in, row)) rows += (row.rfind("LJS-EN-0007|", 0) == 0 ? "LJS-EN-0007|" + words + "|" : row) + "\n";
+    in.close();
+    std::ofstream(corpus / "metadata.csv") << rows;
+  }
+  const fs::path cache = scratch("long-text-cache");
+  const CommandResult result = run(prep_command(corpus, cache));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(manifest_of(cache)["totals"]["samples"], 119);
+  std::ifstream rejects(cache / "rejects.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rejects, line));
+  const auto reject = nlohmann::json::parse(line);
+  EXPECT_EQ(reject["id"], "LJS-EN-0007");
+  EXPECT_EQ(reject["reason"], "too_many_tokens");
+  EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "tokens > prep.max_tokens 1000")) << reject.dump();
+  EXPECT_TRUE(contains(result.output, "too_many_tokens=1")) << result.output;
+  // The per-second cap alone: 40 tokens a second is more than any speech.
+  const fs::path rate_cache = scratch("rate-cache");
+  const CommandResult rate = run(prep_command(SLUICE_SAMPLE_CORPUS, rate_cache, "--set prep.max_tokens_per_second=5 "
+                                                                               "--set prep.max_reject_fraction=1"));
+  ASSERT_EQ(rate.exit_code, 0) << rate.output;
+  std::ifstream rate_rejects(rate_cache / "rejects.jsonl");
+  ASSERT_TRUE(std::getline(rate_rejects, line));
+  EXPECT_TRUE(contains(nlohmann::json::parse(line)["detail"].get<std::string>(), "a second > prep.max_tokens_per_second 5"))
+      << line;
+}
+
 TEST_F(PrepFaults, DamagedFinishedShardIsRebuiltOnRerun) {
   const fs::path cache = copy_of_reference("flipped");
   const fs::path shard = cache / "shard-00001.h5";

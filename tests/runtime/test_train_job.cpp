@@ -186,6 +186,35 @@ TEST_F(TrainJob, NormalisingWithoutStatisticsIsRefused) {
   EXPECT_NE(result.output.find("has no mel statistics"), std::string::npos) << result.output;
 }
 
+// A step that fails names its batch and the sample with the longest text (issue 27: a 100 KB
+// transcript, let into the cache here by raising prep's caps, failed every model rank with "tried
+// to allocate 167772160000 bytes" and nothing else).
+TEST_F(TrainJob, AFailedStepNamesItsBatchAndItsLongestText) {
+  const fs::path corpus = scratch("long-text-corpus");
+  fs::copy(SLUICE_SAMPLE_CORPUS, corpus, fs::copy_options::recursive);
+  std::string words;
+  for (int i = 0; i < 20000; ++i) words += "word ";
+  {
+    std::ifstream in(corpus / "metadata.csv");
+    std::string rows, row;
+    while (std::getline(in, row)) rows += (row.rfind("LJS-EN-0007|", 0) == 0 ? "LJS-EN-0007|" + words + "|" : row) + "\n";
+    in.close();
+    std::ofstream(corpus / "metadata.csv") << rows;
+  }
+  const fs::path cache = scratch("long-text-cache");
+  const auto prep = run(std::string(SLUICE_BINARY) + " prep --corpus " + corpus.string() + " --out " + cache.string() +
+                        " --set prep.max_tokens=1000000 --set prep.max_tokens_per_second=1000000");
+  ASSERT_EQ(prep.exit_code, 0) << prep.output;
+  // Every batch of the sample's bucket is padded to its 100,000 tokens; none is held out.
+  const auto result = run(std::string(SLUICE_BINARY) + " train --cache " + cache.string() + " --run-dir " +
+                          scratch("long-text-run").string() + " --steps 30 --set train.batch_size=4 " +
+                          "--set train.n_buckets=2 --set train.validation_fraction=0");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("its bucket's longest text: sample LJS-EN-0007, 99999 tokens for"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("a batch of 4 samples padded to"), std::string::npos) << result.output;
+}
+
 // GPU runs (CTest label gpu): skipped without an NVIDIA device, run on the GPU machine.
 int visible_gpus() {
   const auto listed = test::run_command("nvidia-smi -L 2>/dev/null");
