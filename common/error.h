@@ -21,8 +21,28 @@ class Error : public std::runtime_error {
   Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
 
+  // Raised alike on every rank of the job: from what all ranks read the same way (an agreement's
+  // outcome, a refusal rank 0 broadcast). Rank 0 says it and every rank exits with its code; an
+  // error without the mark is said by the rank that saw it, which ends the job (launcher/launch.cpp,
+  // end_job). Config errors raised before the ranks start their parts of the job count as marked.
+  bool on_every_rank() const { return on_every_rank_; }
+  void mark_on_every_rank() { on_every_rank_ = true; }
+  // What a peer's failure did here: a channel to it aborted (it unwound on its own error). The
+  // launcher then waits a moment for that peer's failure announcement and ends with its code.
+  bool after_peer_failure() const { return after_peer_failure_; }
+  void mark_after_peer_failure() { after_peer_failure_ = true; }
+  // This error's marks on `wrapped`, a new error with more context that replaces it.
+  template <class E>
+  E carry_marks_to(E wrapped) const {
+    if (on_every_rank_) wrapped.mark_on_every_rank();
+    if (after_peer_failure_) wrapped.mark_after_peer_failure();
+    return wrapped;
+  }
+
  private:
   ErrorKind kind_;
+  bool on_every_rank_ = false;
+  bool after_peer_failure_ = false;
 };
 
 // A setting is wrong: unknown key, wrong type, value out of range, inconsistent options.

@@ -1,6 +1,7 @@
 #include "common/mpi_session.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,7 +97,56 @@ void MpiCommunicator::free() noexcept {
   comm_ = MPI_COMM_NULL;
 }
 
-MpiSession::MpiSession(int* argc, char*** argv) {
+namespace {
+
+// This rank's number before MPI knows it, from the launcher's environment ("rank 3"), or "this rank".
+std::string rank_before_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::string("rank ") + value;
+  }
+  return "this rank";
+}
+
+// Ends the process when the job's ranks have not all started by the deadline (MpiSession's
+// constructor says why); disarmed when it goes.
+class JoinWatchdog {
+ public:
+  explicit JoinWatchdog(double seconds) : thread_([this, seconds] { watch(seconds); }) {}
+  ~JoinWatchdog() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      joined_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  JoinWatchdog(const JoinWatchdog&) = delete;
+  JoinWatchdog& operator=(const JoinWatchdog&) = delete;
+
+ private:
+  void watch(double seconds) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return joined_; })) return;
+    log::get("runtime")->error(
+        "{}: the job's ranks have not all started after {:g} s (MPI_Init waits for every one): a rank never "
+        "joined. In an MPMD launch (`mpirun ... : -np N python3 train.py`) a Python rank that exited or failed "
+        "before `import sluice` does this: its own output above says why. Ending this rank (exit 1); mpirun "
+        "ends the others",
+        rank_before_mpi(), seconds);
+    log::get("runtime")->flush();
+    std::_Exit(1);
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool joined_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv, double join_timeout_s) {
+  const JoinWatchdog watchdog(join_timeout_s);
   int initialised = 0;
   MPI_Initialized(&initialised);
   const std::string mode = heartbeat_mode();
@@ -205,8 +255,23 @@ void MpiSession::abort(int code) const {
   std::_Exit(code);  // MPI_Abort does not return; this keeps [[noreturn]] honest.
 }
 
-void MpiSession::announce_failure() const {
-  if (heartbeat_) heartbeat_->announce_failure();
+void MpiSession::announce_failure(int code) const {
+  if (heartbeat_) heartbeat_->announce_failure(code);
+}
+
+bool MpiSession::heartbeat_running() const { return heartbeat_ && heartbeat_->running(); }
+
+double MpiSession::heartbeat_interval_s() const { return heartbeat_running() ? heartbeat_->interval_s() : 0.0; }
+
+std::optional<MpiSession::Failure> MpiSession::first_failure(double wait_s) const {
+  if (!heartbeat_running()) return std::nullopt;
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+  while (true) {
+    const auto [rank, code] = heartbeat_->first_failure();
+    if (rank >= 0) return Failure{rank, code};
+    if (Clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 
@@ -419,8 +484,15 @@ void Heartbeat::watch_only(std::vector<int> peers) {
   peers_ = std::move(peers);
 }
 
-void Heartbeat::beat(int tag) {
-  static const char alive = 1;  // never written: MPI may read it after the request is freed
+void Heartbeat::beat(int tag, int code) {
+  // Never written: MPI may read a message's byte after its request is freed. A failure's byte is
+  // the failing rank's exit code; a beat's and a farewell's are 1.
+  static const std::array<char, 256> bytes = [] {
+    std::array<char, 256> all{};
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<char>(i);
+    return all;
+  }();
+  const char& alive = bytes[static_cast<size_t>(tag == failure_tag ? std::clamp(code, 0, 255) : 1)];
   std::vector<int> to;
   if (tag != failure_tag) {  // a failure is told to everyone, once: any rank may wait on this one
     std::lock_guard<std::mutex> lock(peers_mutex_);
@@ -450,6 +522,9 @@ void Heartbeat::listen() {
     check_mpi(MPI_Mrecv(&byte, 1, MPI_CHAR, &message, MPI_STATUS_IGNORE), "MPI_Mrecv(heartbeat)");
     const auto source = static_cast<size_t>(status.MPI_SOURCE);
     if (status.MPI_TAG == failure_tag && !failed_[source].exchange(true)) {
+      int none = -1;
+      if (first_failed_.load() < 0) first_failed_code_ = static_cast<unsigned char>(byte);
+      first_failed_.compare_exchange_strong(none, status.MPI_SOURCE);
       log::get("runtime")->warn("{} failed and is ending the job", describe(status.MPI_SOURCE));
     }
     std::atomic<int64_t>& heard = heard_ns_[source];
@@ -519,10 +594,15 @@ int Heartbeat::first_lost(const std::vector<int>& ranks, double timeout_s) const
   return -1;
 }
 
-void Heartbeat::announce_failure() {
+std::pair<int, int> Heartbeat::first_failure() const {
+  const int rank = first_failed_.load();
+  return {rank, rank >= 0 ? first_failed_code_.load() : 0};
+}
+
+void Heartbeat::announce_failure(int code) {
   if (!running()) return;
   try {
-    beat(failure_tag);
+    beat(failure_tag, code);
   } catch (const std::exception& error) {
     // The job ends anyway; the others then see this rank's silence.
     log::get("runtime")->debug("heartbeat: announcing the failure: {}", error.what());

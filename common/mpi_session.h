@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +36,13 @@ class MpiSession {
   // start-up). SLUICE_HEARTBEAT=off keeps MULTIPLE without a heartbeat, =serialized asks for
   // MPI_THREAD_SERIALIZED and no heartbeat (both: to measure what the heartbeat costs; without a
   // heartbeat every wait falls back to a plain deadline of timeout_s).
-  MpiSession(int* argc, char*** argv);
+  //
+  // MPI_Init and these first collectives wait for every rank of the job to start: a rank that
+  // never does (a Python rank that exited or failed before `import sluice`, a program in an MPMD
+  // launch that is not an MPI program) would hold this one forever, silently. After
+  // `join_timeout_s` (runtime.timeout_s where the command has read it) this rank says so and
+  // ends itself with exit code 1; mpirun then ends the others.
+  MpiSession(int* argc, char*** argv, double join_timeout_s = 120);
   // With a running heartbeat, meets every other rank in a barrier polled with PollBackoff before
   // MPI_Finalize (see meet_before_finalize), then finalises MPI.
   ~MpiSession();
@@ -55,9 +62,21 @@ class MpiSession {
 
   // Ends every rank of the job with `code`. Used after an error that other ranks may wait on.
   [[noreturn]] void abort(int code) const;
-  // Tells the other ranks that this one failed (see Heartbeat::announce_failure), so that the
-  // ranks waiting on it stop and write their timelines before abort() ends them.
-  void announce_failure() const;
+  // Tells the other ranks that this one failed with exit code `code` (see
+  // Heartbeat::announce_failure), so that the ranks waiting on it stop and write their timelines
+  // before abort() ends them, and end with its code.
+  void announce_failure(int code) const;
+  // The first other rank this one heard announce a failure, with its exit code; nullopt when none
+  // (or without a heartbeat). waiting up to `seconds` for one to arrive.
+  struct Failure {
+    int rank = -1;
+    int code = 1;
+  };
+  std::optional<Failure> first_failure(double wait_s = 0) const;
+  // Whether the heartbeat runs: the ranks have started their parts of the job, and may fail alone.
+  bool heartbeat_running() const;
+  // Seconds between two beats (a failure announced now is heard within about one); 0 without one.
+  double heartbeat_interval_s() const;
 
   // This rank's heartbeat (see Heartbeat), started on the first call; later calls with a shorter
   // timeout_s make it beat more often. nullptr where there is none (one rank, SLUICE_HEARTBEAT).
@@ -132,9 +151,11 @@ class Heartbeat {
   double interval_s() const { return interval_s_.load(); }
   // The shortest runtime.timeout_s it was started with (0 before start()).
   double timeout_s() const { return timeout_s_.load(); }
-  // Tells every other rank that this one failed and is about to end the job (from any thread;
-  // a no-op when the thread is not running).
-  void announce_failure();
+  // Tells every other rank that this one failed and is about to end the job with exit code
+  // `code` (0-255; from any thread; a no-op when the thread is not running).
+  void announce_failure(int code);
+  // The first rank heard announcing a failure and its exit code, or {-1, 0}.
+  std::pair<int, int> first_failure() const;
   // Seconds `rank` has been silent while this rank listened; 0 for this rank itself.
   double silent_s(int rank) const;
   // Whether `rank` announced that it failed.
@@ -152,7 +173,7 @@ class Heartbeat {
 
  private:
   void loop();
-  void beat(int tag);
+  void beat(int tag, int code = 1);
   void listen();
   void forgive_own_stall(int64_t listen_began_ns);
   void warn_about_silence();
@@ -172,6 +193,8 @@ class Heartbeat {
   // Steady-clock nanoseconds: when each rank was last heard, when this rank last listened.
   std::unique_ptr<std::atomic<int64_t>[]> heard_ns_;
   std::unique_ptr<std::atomic<bool>[]> failed_;  // announced by the rank itself
+  std::atomic<int> first_failed_{-1};            // the first of them heard, and its exit code
+  std::atomic<int> first_failed_code_{0};
   std::atomic<int64_t> listened_ns_{0};
   std::vector<bool> warned_;  // heartbeat thread only
   // watch_only(): whom this rank beats to (empty: everyone) and whose silence it counts.

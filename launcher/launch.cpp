@@ -35,6 +35,7 @@ constexpr int exit_ok = 0;
 constexpr int exit_failure = 1;  // a runtime failure: the log names the file, sample or rank
 constexpr int exit_usage = 2;    // bad option or config, or settings that disagree with the cache
 constexpr int exit_environment = 5;  // the machine refused: disk full, read-only, permissions
+constexpr double default_join_timeout_s = 120;  // runtime.timeout_s's default
 static_assert(runtime::prep_too_many_rejects == 3, "docs/operations.md documents 3");
 
 constexpr const char* exit_codes_help =
@@ -97,6 +98,8 @@ struct PrepCommand {
       start_error = std::current_exception();
     }
   }
+
+  double join_timeout_s() const { return settings ? settings->number("runtime.timeout_s") : default_join_timeout_s; }
 
   int run(const MpiSession& session) {
     if (start_error) std::rethrow_exception(start_error);
@@ -203,23 +206,45 @@ int exit_code_of(const Error& error) {
   }
 }
 
-// A job's error on this rank. A config error is the same on every rank: rank 0 says it once.
-// Anything else is said by the rank that saw it, and the job is ended so that no other rank
-// waits for this one. Before the abort the rank tells the others it failed and waits
-// `abort_grace_s`: the ranks waiting on it (directly, or on a healthy rank that waits on it)
-// stop at once, name it and write their timelines, which the abort would otherwise cut off.
-// MPI_Abort's code becomes mpirun's exit code (Open MPI), so a failure exits 1 in every layout.
+// A job's error on this rank, said once and ended with the exit code of the contract in every
+// layout (docs/operations.md, "Exit codes"):
+//  - The same error on every rank (Error::on_every_rank, or a config error before the ranks
+//    started their parts: the heartbeat not yet running): rank 0 says it; every rank returns its
+//    code, no abort needed.
+//  - This rank's own error: it says it, tells the others it failed and with which code, waits
+//    `abort_grace_s` (the ranks waiting on it stop at once, name it and write their timelines,
+//    which the abort would otherwise cut off), then ends the job with that code. MPI_Abort's code
+//    becomes mpirun's exit code (Open MPI).
+//  - The consequence of another rank's failure (it announced one; or a channel to it aborted,
+//    Error::after_peer_failure, and it announces within two heartbeats: its channels abort while it
+//    unwinds, before it can say so):
+//    this rank's view goes to the log as a warning, and the job ends with the failed rank's code.
+//    A model rank whose checkpoint did not fit once showed only its data rank's "the receiver
+//    aborted", exit 1 instead of 2.
 int end_job(const MpiSession& session, const Error& error, double abort_grace_s) {
-  if (error.kind() != ErrorKind::config || session.rank() == 0) {
-    log::get("launcher")->error("{}: {}", to_string(error.kind()), error.what());
+  const int code = exit_code_of(error);
+  const bool everywhere =
+      error.on_every_rank() || (error.kind() == ErrorKind::config && !session.heartbeat_running());
+  if (session.size() == 1 || everywhere) {
+    if (session.rank() == 0 || session.size() == 1) {
+      log::get("launcher")->error("{}: {}", to_string(error.kind()), error.what());
+    }
+    return code;
   }
-  if (session.size() > 1 && error.kind() != ErrorKind::config) {
+  const double news_wait_s =
+      error.after_peer_failure() ? std::min(abort_grace_s, 2 * session.heartbeat_interval_s() + 0.1) : 0.0;
+  if (const auto failure = session.first_failure(news_wait_s)) {
+    log::get("launcher")->warn("after {} failed: {}: {}", session.describe(failure->rank), to_string(error.kind()),
+                               error.what());
     log::get("launcher")->flush();
-    session.announce_failure();
     std::this_thread::sleep_for(std::chrono::duration<double>(abort_grace_s));
-    session.abort(exit_failure);
+    session.abort(failure->code);
   }
-  return exit_code_of(error);
+  log::get("launcher")->error("{}: {}", to_string(error.kind()), error.what());
+  log::get("launcher")->flush();
+  session.announce_failure(code);
+  std::this_thread::sleep_for(std::chrono::duration<double>(abort_grace_s));
+  session.abort(code);
 }
 
 // Parses the command line. CLI11 prints --help and --version (exit 0) and a bad command line
@@ -276,7 +301,7 @@ int launch(int argc, char** argv, TorchCommands* torch) {
   }
 
   if (prep_command->parsed()) prep.start();
-  MpiSession session(&argc, &argv);
+  MpiSession session(&argc, &argv, prep_command->parsed() ? prep.join_timeout_s() : torch->join_timeout_s());
   double abort_grace_s = 1.0;  // until train reads runtime.timeout_s
   try {
     if (torch != nullptr) {

@@ -39,6 +39,9 @@ class TorchCommands {
   // The chosen command's exit code when it runs with MPI, else nullopt. It may raise
   // `abort_grace_s` (train reads runtime.timeout_s) before it can fail.
   virtual std::optional<int> run_with_mpi(MpiSession& session, double& abort_grace_s) = 0;
+  // How long MPI's start may wait for the job's other ranks (MpiSession): the chosen command's
+  // runtime.timeout_s where its config reads, else the setting's default.
+  virtual double join_timeout_s() const = 0;
 };
 
 // Parses the command line, runs the chosen command and returns the process's exit code (the

@@ -80,6 +80,17 @@ class CommandsWithTorch : public sluice::launcher::TorchCommands {
 
   std::optional<int> run_without_mpi() override { return bench_->run_without_mpi(); }
 
+  double join_timeout_s() const override {
+    if (*train_.command) {
+      try {
+        return train_.config.load().number("runtime.timeout_s");
+      } catch (const std::exception&) {
+        // A bad config is said by run(), once MPI knows which rank is rank 0.
+      }
+    }
+    return 120;
+  }
+
   std::optional<int> run_with_mpi(sluice::MpiSession& session, double& abort_grace_s) override {
     if (const auto code = doctor_->run(session)) return *code;
     if (const auto code = bench_->run_with_mpi(session)) return *code;

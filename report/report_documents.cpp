@@ -272,6 +272,9 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
   j["settings"] = a.settings;
   j["injected_delay"] = a.injected_delay;
   j["dropped_spans"] = a.dropped_spans;
+  json ignored = json::array();
+  for (size_t i = 0; i < std::min<size_t>(a.ignored_timelines.size(), 100); ++i) ignored.push_back(a.ignored_timelines[i]);
+  j["ignored_timelines"] = {{"count", a.ignored_timelines.size()}, {"files", ignored}};
   return j;
 }
 
@@ -286,6 +289,15 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
                     a.steady.seconds(), pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction),
                     pct(a.transfer_exposed_fraction));
   if (a.steady.capped) md += capped_window_text(a) + "\n\n";
+  if (!a.ignored_timelines.empty()) {
+    // Bounded: a run directory that held a 4,096-rank run's files lists 10 and a count.
+    md += fmt::format("Note: {} timeline file(s) in timeline/ were left out as not this run's: ", a.ignored_timelines.size());
+    for (size_t i = 0; i < std::min<size_t>(a.ignored_timelines.size(), 10); ++i) {
+      md += (i > 0 ? "; " : "") + a.ignored_timelines[i];
+    }
+    if (a.ignored_timelines.size() > 10) md += fmt::format("; and {} more", a.ignored_timelines.size() - 10);
+    md += " (report.json's ignored_timelines).\n\n";
+  }
   if (a.dropped_spans > 0) {
     md += fmt::format("Note: {} spans were dropped from full rings (raise runtime.timing_capacity); the earliest steps "
                       "may be missing.\n\n",

@@ -289,6 +289,9 @@ struct TrainAnalysis {
   // RUN_DIR/padding.json ("sluice-padding/1", runtime/train/padding_summary.h): the padding of the
   // planned batches per bucket; null when the run did not write one. Set by the caller.
   nlohmann::json padding;
+  // Timeline files the source left out as not this run's (write_report.h), "rank-7.json: ..." each,
+  // in file order; set by the caller.
+  std::vector<std::string> ignored_timelines;
 };
 
 // Where the analysis reads timelines from, one at a time: calls `visit` with each timeline whose

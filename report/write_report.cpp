@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <future>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include "common/error.h"
@@ -61,9 +64,12 @@ std::vector<int> named_ranks(const std::vector<StallVerdict>& verdicts) {
   return ranks;
 }
 
-std::string train_report(const fs::path& run_dir, const TimelineSource& source) {
+// `ignored_timelines` says, after the analysis read the timelines, which files it left out.
+std::string train_report(const fs::path& run_dir, const TimelineSource& source,
+                         const std::function<std::vector<std::string>()>& ignored_timelines) {
   TrainAnalysis analysis = analyze_train(source);
   analysis.padding = padding_of(run_dir);
+  analysis.ignored_timelines = ignored_timelines();
   const auto verdicts = train_verdicts(analysis);
   const TraceSelection selection = choose_trace(analysis, named_ranks(verdicts));
   nlohmann::json report_json = train_report_json(analysis, verdicts);
@@ -104,7 +110,8 @@ size_t report_read_threads() {
 // read and parsed on their own threads: reading overlaps the analysis, and memory holds at most
 // `window` + 1 timelines. A bad file throws when its turn comes, as a one-at-a-time read would
 // (the reads already started finish first: a future's destructor waits).
-void read_ahead(const std::vector<fs::path>& files, const TimelineVisitor& visit, size_t window) {
+void read_ahead(const std::vector<fs::path>& files,
+                const std::function<void(const fs::path&, timing::RankTimeline)>& visit, size_t window) {
   std::deque<std::future<timing::RankTimeline>> ahead;
   size_t next = 0;
   const auto refill = [&] {
@@ -113,29 +120,69 @@ void read_ahead(const std::vector<fs::path>& files, const TimelineVisitor& visit
     }
   };
   refill();
-  while (!ahead.empty()) {
+  for (size_t done = 0; !ahead.empty(); ++done) {
     timing::RankTimeline timeline = ahead.front().get();
     ahead.pop_front();
     refill();
-    visit(std::move(timeline));
+    visit(files[done], std::move(timeline));
   }
+}
+
+// Timeline files left out as not this run's: file name -> why (a map: the analysis reads twice).
+using IgnoredFiles = std::map<std::string, std::string>;
+
+// The files of RUN_DIR/timeline/ that are this run's: rank-N.json holding rank N of the world size
+// the lowest-numbered file holds. A copy under another number (it would count a rank twice) or a
+// file of a run on another number of ranks (a resume on fewer ranks once reported the earlier
+// run's model ranks as its own) is left out, and `ignored` says which and why.
+TimelineSource timelines_on_disk(const fs::path& run_dir, const std::shared_ptr<IgnoredFiles>& ignored) {
+  const std::map<int, fs::path> files = timing::timeline_files(run_dir);
+  const int world = files.empty() ? 0 : timing::read_timeline(files.begin()->second).world_size;
+  return [files, world, ignored](const std::function<bool(int)>& wanted, const TimelineVisitor& visit) {
+    std::vector<fs::path> chosen;
+    for (const auto& [rank, file] : files) {
+      if (rank >= world) {
+        (*ignored)[file.filename().string()] = "no rank " + std::to_string(rank) + " in this " +
+                                              std::to_string(world) + "-rank run (an earlier run's file, or a copy)";
+      } else if (wanted(rank)) {
+        chosen.push_back(file);
+      }
+    }
+    read_ahead(
+        chosen,
+        [&](const fs::path& file, timing::RankTimeline timeline) {
+          const std::string name = file.filename().string();
+          if (name != "rank-" + std::to_string(timeline.rank) + ".json") {
+            (*ignored)[name] = "holds rank " + std::to_string(timeline.rank) + "'s timeline";
+          } else if (timeline.world_size != world) {
+            (*ignored)[name] = "from a run on " + std::to_string(timeline.world_size) + " ranks; this run has " +
+                               std::to_string(world);
+          } else {
+            visit(std::move(timeline));
+          }
+        },
+        report_read_threads());
+  };
+}
+
+std::string train_report_on_disk(const fs::path& run_dir) {
+  const auto ignored = std::make_shared<IgnoredFiles>();
+  std::vector<std::string> notes;
+  return train_report(run_dir, timelines_on_disk(run_dir, ignored), [&] {
+    for (const auto& [file, why] : *ignored) notes.push_back(file + ": " + why);
+    return notes;
+  });
 }
 
 }  // namespace
 
 TimelineSource timelines_on_disk(const fs::path& run_dir) {
-  return [files = timing::timeline_files(run_dir)](const std::function<bool(int)>& wanted, const TimelineVisitor& visit) {
-    std::vector<fs::path> chosen;
-    for (const auto& [rank, file] : files) {
-      if (wanted(rank)) chosen.push_back(file);
-    }
-    read_ahead(chosen, visit, report_read_threads());
-  };
+  return timelines_on_disk(run_dir, std::make_shared<IgnoredFiles>());
 }
 
 std::string write_train_report(const fs::path& run_dir) {
   if (timing::timeline_files(run_dir).empty()) throw no_timelines(run_dir);
-  return train_report(run_dir, timelines_on_disk(run_dir));
+  return train_report_on_disk(run_dir);
 }
 
 std::string write_prep_report(const fs::path& cache_dir) { return prep_report(cache_dir, timelines_of(cache_dir)); }
@@ -145,7 +192,7 @@ std::string write_report(const fs::path& dir) {
   if (files.empty()) throw no_timelines(dir);
   // The job from one file; a prep job has few ranks and is reported in memory.
   if (timing::read_timeline(files.begin()->second).job == "prep") return prep_report(dir, timelines_of(dir));
-  return train_report(dir, timelines_on_disk(dir));
+  return train_report_on_disk(dir);
 }
 
 }  // namespace sluice::report

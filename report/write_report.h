@@ -17,7 +17,9 @@ std::string write_train_report(const std::filesystem::path& run_dir);
 // files in CACHE_DIR.
 std::string write_prep_report(const std::filesystem::path& cache_dir);
 
-// RUN_DIR/timeline/rank-N.json read one file at a time, each only when asked for.
+// RUN_DIR/timeline/rank-N.json read one file at a time, each only when asked for; only this run's:
+// rank-N.json holding rank N of the world size the lowest-numbered file holds (a copy under another
+// number, or a file of a run on another number of ranks, is left out; report.md says which).
 TimelineSource timelines_on_disk(const std::filesystem::path& run_dir);
 
 // Either of the above, chosen by the timelines' job.

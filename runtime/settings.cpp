@@ -89,7 +89,7 @@ config::Schema build_schema() {
   schema.add({"prep.max_tokens", ValueType::integer, "1000",
               "samples with more text tokens than this are rejected (too_many_tokens): attention cost grows "
               "with its square, and no clip of prep.max_seconds says more", {}, 1, 1000000});
-  schema.add({"prep.max_tokens_per_second", ValueType::number, "40",
+  schema.add({"prep.max_tokens_per_second", ValueType::number, "60",
               "samples with more text tokens per second of audio are rejected (too_many_tokens): speech "
               "runs at 10-25 characters or phonemes a second, so more means the text is not the clip's",
               {}, 0.1, 1e6});

@@ -210,9 +210,9 @@ std::optional<transport::ReceivedBatch> BatchStream::receive() {
     received = parts_.feed.channel->receive();
   } catch (const TransportError& error) {
     closed_ = true;
-    throw TransportError("model " + session.describe(session.rank()) + " waiting for global step " +
-                         std::to_string(next_step_) + " from its data " + session.describe(data_rank) + ": " +
-                         error.what());
+    throw error.carry_marks_to(TransportError("model " + session.describe(session.rank()) + " waiting for global step " +
+                                              std::to_string(next_step_) + " from its data " +
+                                              session.describe(data_rank) + ": " + error.what()));
   }
   if (!received) {
     closed_ = true;

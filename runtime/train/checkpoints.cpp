@@ -289,6 +289,35 @@ json resume_position(const fs::path& run_dir, PlanSchedule& schedule, bool warn)
   return latest;
 }
 
+fs::path set_aside_earlier_attempt(const fs::path& run_dir) {
+  // The files, not the folders: a folder may be a mount point (a node-local timeline/ on each node).
+  std::vector<fs::path> files;
+  for (const char* dir : {"ranks", "timeline"}) {
+    for (const fs::path& path : entries_of(run_dir / dir)) {
+      if (path.filename().string().rfind("rank-", 0) == 0) files.push_back(path);
+    }
+  }
+  for (const char* name : {"report.md", "report.json", "report.html", "trace.json"}) {
+    if (fs::exists(run_dir / name)) files.push_back(run_dir / name);
+  }
+  if (files.empty()) return {};
+  fs::path folder;
+  for (int n = 1;; ++n) {
+    folder = run_dir / "attempts" / std::to_string(n);
+    if (!fs::exists(folder)) break;
+  }
+  for (const fs::path& file : files) {
+    const fs::path to = folder / fs::relative(file, run_dir);
+    std::error_code error;
+    fs::create_directories(to.parent_path(), error);
+    if (!error) fs::rename(file, to, error);
+    if (error) throw_file_error(error.value(), "move the earlier attempt's file to", to.string(), ErrorKind::internal);
+  }
+  logger()->info("the earlier attempt's per-rank files and report are in {} (this run's report covers this run only)",
+                 folder.string());
+  return folder;
+}
+
 void claim_fresh_run_dir(const fs::path& run_dir, bool overwrite, bool remove) {
   const Checkpoints checkpoints(run_dir);
   const std::vector<fs::path> files = checkpoints.files();

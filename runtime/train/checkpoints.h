@@ -84,4 +84,11 @@ nlohmann::json resume_position(const std::filesystem::path& run_dir, PlanSchedul
 // anything into `run_dir`.
 void claim_fresh_run_dir(const std::filesystem::path& run_dir, bool overwrite, bool remove);
 
+// An earlier attempt's per-rank files (ranks/, timeline/) and report in `run_dir` would mix into
+// this run's report: a run resumed on fewer ranks once reported the earlier run's model ranks as
+// its own. Moves them to RUN_DIR/attempts/N/ (N = 1, 2, ... the next free), keeping every byte,
+// and returns that folder, or an empty path when there was nothing to move. Rank 0, before any
+// rank writes these files (they are written at the end of the run).
+std::filesystem::path set_aside_earlier_attempt(const std::filesystem::path& run_dir);
+
 }  // namespace sluice::runtime

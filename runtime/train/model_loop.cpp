@@ -321,9 +321,10 @@ std::optional<transport::ReceivedBatch> ModelLoop::receive(int64_t global) {
     try {
       received = feed_.channel->receive();
     } catch (const TransportError& error) {
-      throw TransportError("model " + session_.describe(session_.rank()) + " waiting for global step " +
-                           std::to_string(global) + " from its data " + session_.describe(feed_.data_rank) +
-                           ": " + error.what());
+      throw error.carry_marks_to(TransportError("model " + session_.describe(session_.rank()) +
+                                                " waiting for global step " + std::to_string(global) +
+                                                " from its data " + session_.describe(feed_.data_rank) + ": " +
+                                                error.what()));
     }
     if (!received) {
       throw TransportError("the feed from " + session_.describe(feed_.data_rank) + " ended at global step " +

@@ -388,24 +388,37 @@ std::unique_ptr<DataSide> make_data_side(const MpiSession& session, const TrainS
 
 // Rank 0 holds RUN_DIR/train.lock to the end of the run (common/file_lock.h): a second train into
 // the same run directory, --resume or not, would overwrite this one's checkpoints and timelines.
-// Every rank learns of a refusal, so that all stop with the same message before anything is written.
+// Every rank learns of a refusal, or that rank 0 could not make the directory at all (a path
+// below a file, a read-only file system), so that all stop with the same error and exit code
+// before anything is written: the other ranks once waited out runtime.timeout_s for rank 0.
 void lock_run_dir(const MpiSession& session, const TrainSettings& settings, std::optional<FileLock>& lock) {
+  ErrorKind kind = ErrorKind::config;
   std::string refusal;
   if (session.rank() == 0) {
-    std::error_code error;
-    fs::create_directories(settings.run_dir, error);
-    if (error) throw_file_error(error.value(), "create the run directory", settings.run_dir.string(), ErrorKind::config);
-    const fs::path path = settings.run_dir / "train.lock";
-    lock.emplace(path, ErrorKind::config);
-    if (!lock->held()) {
-      refusal = "another train is running in " + settings.run_dir.string() + " (" + lock->holder() + "; " +
-                path.string() + " is locked): two runs in one directory would overwrite each other's checkpoints. "
-                "Wait for it to finish (or stop it), or choose another --run-dir; a train that died releases the "
-                "lock by itself";
+    try {
+      std::error_code error;
+      fs::create_directories(settings.run_dir, error);
+      if (error) throw_file_error(error.value(), "create the run directory", settings.run_dir.string(), ErrorKind::config);
+      const fs::path path = settings.run_dir / "train.lock";
+      lock.emplace(path, ErrorKind::config);
+      if (!lock->held()) {
+        refusal = "another train is running in " + settings.run_dir.string() + " (" + lock->holder() + "; " +
+                  path.string() + " is locked): two runs in one directory would overwrite each other's checkpoints. "
+                  "Wait for it to finish (or stop it), or choose another --run-dir; a train that died releases the "
+                  "lock by itself";
+      }
+    } catch (const Error& error) {
+      kind = error.kind();
+      refusal = error.what();
     }
   }
-  refusal = broadcast_string(session, refusal, run_dir_lock_tag, settings.timeout_s, "whether the run directory is free");
-  if (!refusal.empty()) throw ConfigError(refusal);
+  // The kind travels as the message's first byte.
+  refusal = broadcast_string(session, refusal.empty() ? "" : static_cast<char>('0' + static_cast<int>(kind)) + refusal,
+                             run_dir_lock_tag, settings.timeout_s, "whether the run directory is free");
+  if (refusal.empty()) return;
+  Error error(static_cast<ErrorKind>(refusal[0] - '0'), refusal.substr(1));
+  error.mark_on_every_rank();
+  throw error;
 }
 
 // The run directory is this run's: locked, and either a run to --resume on the same cache
@@ -449,6 +462,9 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   std::optional<FileLock> run_dir_lock;  // held to the end of the run
   claim_run_dir(session, settings, reader, options, run_dir_lock);
   const RunSetup setup = plan_run(session, config, settings, reader, options, job);
+  // Past every refusal (a refused run leaves an earlier one's files as they were), before any rank
+  // writes its per-rank files (at the end of the run).
+  if (session.rank() == 0) set_aside_earlier_attempt(settings.run_dir);
   const RankPlacement& me = setup.roles.at(session.rank());
   set_up_compute(session, settings, me);
 

@@ -185,7 +185,7 @@ std::string MpiFeedSender::failure_text(const std::string& what, const std::stri
   return describe_failure(names_, what, last(), hint);
 }
 
-void MpiFeedSender::fail(const std::string& message) {
+void MpiFeedSender::fail(const std::string& message, bool after_peer_failure) {
   const bool first = !failure_.failed();
   failure_.record(message);
   if (first) {
@@ -201,7 +201,9 @@ void MpiFeedSender::fail(const std::string& message) {
                                 error.what());
     }
   }
-  throw TransportError(message);
+  TransportError error(message);
+  if (after_peer_failure) error.mark_after_peer_failure();
+  throw error;
 }
 
 void MpiFeedSender::take_credits() {
@@ -241,7 +243,9 @@ void MpiFeedSender::wait_for(const std::function<bool()>& done, Deadline deadlin
   while (true) {
     if (done()) return;
     take_control();
-    if (receiver_stopped_) fail(failure_text(receiver_stop_reason_ + " while this sender waited for " + awaited));
+    if (receiver_stopped_) {
+      fail(failure_text(receiver_stop_reason_ + " while this sender waited for " + awaited), !receiver_closed_);
+    }
     small_.progress();
     if (watch_.gone(deadline)) fail(watch_.failure(names_, awaited, last()));
     if (moving_bytes == 0) {
@@ -280,7 +284,7 @@ void MpiFeedSender::send(const void* data, size_t bytes) {
     small_.progress();  // retires the headers of earlier batches
     take_credits();
     take_control();
-    if (receiver_stopped_) fail(failure_text(receiver_stop_reason_));
+    if (receiver_stopped_) fail(failure_text(receiver_stop_reason_), !receiver_closed_);
     if (credits_.empty()) {
       wait_for(
           [&] {
@@ -391,7 +395,7 @@ std::string MpiFeedReceiver::held_hint() const {
          " slots are held by the trainer, so no batch can arrive: release() one before receive()";
 }
 
-void MpiFeedReceiver::fail(const std::string& message) {
+void MpiFeedReceiver::fail(const std::string& message, bool after_peer_failure) {
   const bool first = !failure_.failed();
   failure_.record(message);
   if (first) {
@@ -402,7 +406,9 @@ void MpiFeedReceiver::fail(const std::string& message) {
     }
     shut_down(ControlKind::aborted);
   }
-  throw TransportError(message);
+  TransportError error(message);
+  if (after_peer_failure) error.mark_after_peer_failure();
+  throw error;
 }
 
 void MpiFeedReceiver::progress() {
@@ -481,7 +487,8 @@ std::optional<ReceivedBatch> MpiFeedReceiver::receive() {
       }
       if (sender_aborted_) {
         fail(failure_text("the sender aborted (destroyed without close(), or failed) after sending " +
-                          std::to_string(sender_aborted_after_) + " batches"));
+                          std::to_string(sender_aborted_after_) + " batches"),
+             true);
       }
       // A trainer that holds every slot waits for nothing that can come: that fails at the
       // deadline, however alive the sender is.

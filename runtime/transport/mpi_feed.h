@@ -131,7 +131,8 @@ class MpiFeedSender : public SendChannel {
   // receiving now), and otherwise slow down as any wait does (a receiver busy with its step).
   void wait_for(const std::function<bool()>& done, Deadline deadline, const std::string& awaited,
                 size_t moving_bytes = 0);
-  [[noreturn]] void fail(const std::string& message);
+  // `after_peer_failure`: the peer aborted (Error::mark_after_peer_failure).
+  [[noreturn]] void fail(const std::string& message, bool after_peer_failure = false);
   std::string failure_text(const std::string& what, const std::string& hint = "") const;
 
   const MpiSession& session_;
@@ -197,7 +198,8 @@ class MpiFeedReceiver : public ReceiveChannel {
   // Called first in shut_down(), before any receive is cancelled (mpi: stop the progress pump).
   virtual void before_shut_down() noexcept {}
 
-  [[noreturn]] void fail(const std::string& message);
+  // `after_peer_failure`: the peer aborted (Error::mark_after_peer_failure).
+  [[noreturn]] void fail(const std::string& message, bool after_peer_failure = false);
   std::string failure_text(const std::string& what, const std::string& hint = "") const;
 
   const MpiSession& session_;

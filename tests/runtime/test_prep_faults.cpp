@@ -25,6 +25,7 @@
 #include "cache/cache_verifier.h"
 #include "cache/shard_reader.h"
 #include "tests/support/command.h"
+#include "tests/support/small_disk.h"
 
 namespace sluice {
 namespace {
@@ -132,33 +133,7 @@ class PrepFaults : public ::testing::Test {
 fs::path PrepFaults::reference_;
 std::string PrepFaults::fingerprint_;
 
-// A tmpfs of a chosen size, unmounted at the end; skips the test where mounting is not permitted
-// (the tests run as root in CI; a container without CAP_SYS_ADMIN cannot mount).
-class SmallDisk {
- public:
-  explicit SmallDisk(const fs::path& at) : at_(at) { fs::create_directories(at_); }
-  ~SmallDisk() {
-    if (mounted_) ::umount2(at_.c_str(), MNT_DETACH);
-  }
-  // Mounts (or remounts) at `kib` KiB; false with errno when not permitted.
-  bool resize(uint64_t kib) {
-    const std::string options = "size=" + std::to_string(kib) + "k";
-    const unsigned long flags = mounted_ ? MS_REMOUNT : 0;
-    if (::mount("tmpfs", at_.c_str(), "tmpfs", flags, options.c_str()) != 0) return false;
-    mounted_ = true;
-    return true;
-  }
-  uint64_t used_kib() const {
-    struct statvfs info {};
-    ::statvfs(at_.c_str(), &info);
-    return (info.f_blocks - info.f_bfree) * info.f_frsize / 1024;
-  }
-  const fs::path& path() const { return at_; }
-
- private:
-  fs::path at_;
-  bool mounted_ = false;
-};
+using test::SmallDisk;
 
 uint64_t shard_kib(const fs::path& dir) {
   uint64_t bytes = 0;
@@ -328,7 +303,7 @@ TEST_F(PrepFaults, TranscriptFarLongerThanItsClipIsARejectNotACacheRow) {
   EXPECT_EQ(reject["reason"], "too_many_tokens");
   EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "tokens > prep.max_tokens 1000")) << reject.dump();
   EXPECT_TRUE(contains(result.output, "too_many_tokens=1")) << result.output;
-  // The per-second cap alone: 40 tokens a second is more than any speech.
+  // The per-second cap alone (60 tokens a second by default is more than any speech).
   const fs::path rate_cache = scratch("rate-cache");
   const CommandResult rate = run(prep_command(SLUICE_SAMPLE_CORPUS, rate_cache, "--set prep.max_tokens_per_second=5 "
                                                                                "--set prep.max_reject_fraction=1"));

@@ -23,6 +23,7 @@
 
 #include "tests/support/command.h"
 #include "tests/support/report_json.h"
+#include "tests/support/small_disk.h"
 #include "tests/support/text_file.h"
 
 namespace sluice {
@@ -226,32 +227,13 @@ TEST_F(ReportStorageFaults, ThrottledCacheDeviceIsTheInputBottleneck) {
   }
 }
 
-// A tmpfs of `kib` KiB at `at`, unmounted (lazily if still busy) in the destructor.
-class SmallDisk {
- public:
-  SmallDisk(const fs::path& at, int kib) : at_(at) {
-    fs::create_directories(at_);
-    mounted_ = ::mount("tmpfs", at_.c_str(), "tmpfs", 0, ("size=" + std::to_string(kib) + "k").c_str()) == 0;
-  }
-  ~SmallDisk() {
-    if (mounted_) ::umount2(at_.c_str(), MNT_DETACH);
-  }
-  SmallDisk(const SmallDisk&) = delete;
-  SmallDisk& operator=(const SmallDisk&) = delete;
-  bool mounted() const { return mounted_; }
-
- private:
-  fs::path at_;
-  bool mounted_ = false;
-};
-
 // Prep (2 ranks) writes a 14 MB cache onto a 6 MB file system: a shard write fails with "no space
 // left on device", the job exits 5 (the environment's code) and writes no manifest. The report
 // must say the job stopped on that error (the rank, the file) and not call it a hang.
 TEST_F(ReportStorageFaults, PrepOnAFullDiskIsAStopNotAHang) {
   const fs::path work = test::scratch_dir("report-storage", "full-disk");
-  SmallDisk disk(work / "mnt", 6 * 1024);
-  if (!disk.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  test::SmallDisk disk(work / "mnt");
+  if (!disk.resize(6 * 1024)) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
   const fs::path cache = work / "mnt" / "cache";
   const auto prep = run_command(std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " + SLUICE_BINARY +
                                 " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " + cache.string() +

@@ -16,6 +16,7 @@
 
 #include "tests/support/command.h"
 #include "tests/support/interrupt_ranks.h"
+#include "tests/support/small_disk.h"
 
 namespace sluice {
 namespace {
@@ -213,6 +214,99 @@ TEST_F(TrainJob, AFailedStepNamesItsBatchAndItsLongestText) {
   EXPECT_NE(result.output.find("its bucket's longest text: sample LJS-EN-0007, 99999 tokens for"), std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("a batch of 4 samples padded to"), std::string::npos) << result.output;
+}
+
+// A resume on fewer ranks reports that run's ranks only (issue 27: 4 ranks for 12 steps, then
+// --resume on 2, and report.json listed model ranks [1, 2, 3]); the earlier attempt's files are kept
+// in attempts/1/, and a stray copy of a timeline is left out of the report with a note.
+TEST_F(TrainJob, AReportCoversExactlyTheRanksOfItsRun) {
+  const fs::path run_dir = scratch("attempts");
+  const auto first = run(train(4, run_dir, 12));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second = run(train(2, run_dir, 16, "--resume"));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  auto model_ranks = [](const json& report) {
+    std::vector<int> ranks;
+    for (const auto& m : report["model_ranks"]) ranks.push_back(m["rank"].get<int>());
+    return ranks;
+  };
+  EXPECT_EQ(model_ranks(read_json(run_dir / "report.json")), std::vector<int>({1}));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(fs::exists(run_dir / "attempts" / "1" / "timeline" / ("rank-" + std::to_string(rank) + ".json"))) << rank;
+  }
+  EXPECT_FALSE(fs::exists(run_dir / "timeline" / "rank-2.json"));
+
+  fs::copy_file(run_dir / "timeline" / "rank-1.json", run_dir / "timeline" / "rank-3.json");
+  const auto report = run(std::string(SLUICE_BINARY) + " report " + run_dir.string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const json j = read_json(run_dir / "report.json");
+  EXPECT_EQ(model_ranks(j), std::vector<int>({1}));
+  EXPECT_EQ(j["ignored_timelines"]["count"], 1);
+  std::ifstream md(run_dir / "report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("rank-3.json: no rank 3 in this 2-rank run"), std::string::npos) << text;
+}
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Errors that end a multi-rank job under mpirun (issue 27): said once, by the rank that saw them,
+// with the contract's exit code, and no rank waits out a deadline for a peer that already failed.
+
+// A run directory below a file: rank 0 cannot make it. Every rank stops at once with its error (the
+// other ranks once waited out runtime.timeout_s, 125 s at the default, and exited 1).
+TEST_F(TrainJob, ARunDirectoryThatCannotBeMadeEndsEveryRankAtOnce) {
+  const fs::path file = scratch("a-file") / "not-a-directory";
+  std::ofstream(file) << "x";
+  const auto started = std::chrono::steady_clock::now();
+  const auto result = run(train(3, file / "run", 4));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_LT(seconds, 30.0) << result.output;
+  EXPECT_EQ(count(result.output, "cannot create the run directory"), 1u) << result.output;
+}
+
+// The model ranks' checkpoint was written for another model size: their error is the one said, once
+// per model rank, and the job exits 2 (once only the data rank's "the receiver aborted" showed, exit 1).
+TEST_F(TrainJob, AResumedModelOfAnotherSizeIsSaidByTheModelRankWithExitTwo) {
+  const fs::path run_dir = scratch("resume-other-size");
+  const auto first = run(train(2, run_dir, 4));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto result = run(train(2, run_dir, 8, "--resume --set model.size=small"));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("[rank 1 @ "), std::string::npos) << result.output;
+  EXPECT_EQ(count(result.output, "[error] config error:"), 1u) << result.output;
+  EXPECT_NE(result.output.find("small"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("[error] transport error"), std::string::npos) << result.output;
+}
+
+// The first model rank's checkpoint does not fit its file system: "no space left on device" naming
+// the file, once, and the job exits 5 as in one process (it exited 1 under mpirun).
+TEST_F(TrainJob, ACheckpointOnAFullDiskExitsFiveUnderMpirun) {
+  test::SmallDisk disk(scratch("full-disk") / "mnt");
+  // The run directory's first files fit; a tiny model's checkpoint (about 13 MB) does not.
+  if (!disk.resize(2 * 1024)) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  const auto result = run(train(3, disk.path() / "run", 6, "--set train.checkpoint_every=3"));
+  EXPECT_EQ(result.exit_code, 5) << result.output;
+  EXPECT_EQ(count(result.output, "no space left on device"), 1u) << result.output;
+  EXPECT_NE(result.output.find("step-0000000003.pt"), std::string::npos) << result.output;
+}
+
+// A Python rank that exits without ever joining (issue 27: `mpirun -np 1 sluice train ... : -np 2
+// python3 -c "print(1)"` printed nothing for over 150 s with runtime.timeout_s=10): the sluice rank
+// says a rank never joined after runtime.timeout_s, and the job ends non-zero.
+TEST_F(TrainJob, APythonRankThatNeverJoinsEndsTheJobAfterTheTimeout) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto result = run(std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 1 " + SLUICE_BINARY +
+                          " train --cache " + cache_.string() + " --run-dir " + scratch("never-joined").string() +
+                          " --steps 4 --set runtime.timeout_s=5 : -np 2 /usr/bin/python3 -c 'print(1)'");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_LT(seconds, 30.0) << result.output;
+  EXPECT_NE(result.output.find("a rank never joined"), std::string::npos) << result.output;
 }
 
 // GPU runs (CTest label gpu): skipped without an NVIDIA device, run on the GPU machine.
