@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # sluice under a real single-node Slurm (munged, slurmctld, slurmd from Debian, on localhost):
 #   1. `srun -n 3 sluice prep` on the sample corpus, then `sluice cache verify`
-#   2. the Slurm topology check refuses a step whose task count is not MPI's world size
+#   2. the Slurm topology check refuses a step whose task count is not MPI's world size; the exit
+#      codes of the contract under srun (a run directory below a file: 2, said once; a resume as
+#      another model size: 2, said by the model rank)
 #   3. `sbatch slurm/train.sbatch` with srun (20 steps), and with SLUICE_LAUNCHER=mpirun (3 steps)
 #   4. preemption round trips: `scancel --signal=USR1 --batch` (the time-limit signal) and
 #      `scontrol requeue` (SIGTERM, as scheduler preemption) mid-run -> the ranks checkpoint and
@@ -112,6 +114,20 @@ env SLURM_JOB_ID=1 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=2 SLURM_L
   timeout 60 "$sluice" prep --corpus "$corpus" --out "$work/cache-refused" >"$work/refused.out" 2>&1
 check "disagreement exit code" "$?" 2
 check_grep "disagreement names both values" "SLURM_STEP_NUM_TASKS=3 but the MPI world has 1 rank" "$work/refused.out"
+
+echo "== 2b. the contract's exit codes under srun: an error on every rank, and one rank's own"
+echo x >"$work/a-file"
+timeout 60 srun -n 3 --mpi=pmix --kill-on-bad-exit=1 "$sluice" train --cache "$work/cache" --run-dir "$work/a-file/run" \
+  --steps 4 >"$work/no-run-dir.out" 2>&1
+check "run directory below a file: srun exit code" "$?" 2
+check "said once" "$(grep -c 'cannot create the run directory' "$work/no-run-dir.out")" 1
+timeout 120 srun -n 2 --mpi=pmix --kill-on-bad-exit=1 "$sluice" train --cache "$work/cache" --run-dir "$work/sized" \
+  --steps 4 --set train.batch_size=4 >"$work/sized.out" 2>&1
+check "a tiny model's run exit code" "$?" 0
+timeout 120 srun -n 2 --mpi=pmix --kill-on-bad-exit=1 "$sluice" train --cache "$work/cache" --run-dir "$work/sized" \
+  --steps 8 --resume --set train.batch_size=4 --set model.size=small >"$work/resized.out" 2>&1
+check "resumed as another model size: srun exit code" "$?" 2
+check_grep "the model rank says why" "rank 1 @ .* config error: model: checkpoint .* was written for model" "$work/resized.out"
 
 train_args="--steps 20 --set train.batch_size=4 --set train.n_buckets=2 --set optim.warmup_steps=10 --set train.log_every=5"
 submit() {  # submit NAME LAUNCHER ARGS -> job id
