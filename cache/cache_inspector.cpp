@@ -9,6 +9,7 @@
 #include "cache/cache_index.h"
 #include "cache/shard_reader.h"
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace sluice::cache {
 namespace fs = std::filesystem;
@@ -195,7 +196,7 @@ std::string InspectResult::to_text() const {
     out << title << " (" << counts.size() << ")\n";
     const size_t shown = std::min<size_t>(counts.size(), 20);
     for (size_t i = 0; i < shown; ++i) {
-      out << "  " << std::left << std::setw(24) << counts[i].name << std::right << std::setw(8)
+      out << "  " << std::left << std::setw(24) << printable(counts[i].name) << std::right << std::setw(8)
           << counts[i].samples << " samples " << std::fixed << std::setprecision(1) << std::setw(9)
           << counts[i].seconds / 60.0 << " min\n"
           << std::defaultfloat;

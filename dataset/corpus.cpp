@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "dataset/corpus_support.h"
 #include "dataset/language.h"
 
@@ -345,8 +346,19 @@ CorpusListing read_corpus(const fs::path& path, const CorpusOptions& options) {
   std::string format = options.format;
   std::string recognised = "set by corpus.format";
   if (format == "auto") std::tie(format, recognised) = recognise(path, options);
+  if (!options.language.empty() && !is_language_code(options.language)) {
+    throw ConfigError("corpus.language '" + printable(options.language) +
+                      "' is not a language code: use an ISO 639 code such as en or fa, with a region if you like (pt-BR)");
+  }
   CorpusListing listing = read_format(path, format, options);
   listing.recognised = recognised;
+  for (auto& item : listing.items) {
+    if (!item.language.empty() && !is_language_code(item.language)) {
+      reject(item, RejectReason::malformed_row,
+             "language '" + printable(text_excerpt(item.language, 40)) +
+                 "' is not a language code (an ISO 639 code such as en or fa, with a region if you like: pt-BR)");
+    }
+  }
   resolve_arabic_script_rows(listing);
   return listing;
 }

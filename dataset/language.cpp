@@ -95,4 +95,19 @@ std::string primary_language(std::string_view code) {
   return primary;
 }
 
+bool is_language_code(std::string_view code) {
+  const auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  size_t i = 0;
+  while (i < code.size() && letter(code[i])) ++i;
+  if (i < 2 || i > 3) return false;
+  while (i < code.size()) {
+    if (code[i] != '-' && code[i] != '_') return false;
+    const size_t start = ++i;
+    while (i < code.size() && (letter(code[i]) || digit(code[i]))) ++i;
+    if (i - start < 1 || i - start > 8) return false;
+  }
+  return true;
+}
+
 }  // namespace sluice::dataset

@@ -29,4 +29,9 @@ std::string detect_language(std::string_view utf8_text, std::string_view ambiguo
 // The primary subtag of a language code, lowercased: "en-US" and "en_us" -> "en", "FA" -> "fa".
 std::string primary_language(std::string_view code);
 
+// Whether `code` reads as a language code: a primary subtag of 2-3 letters (ISO 639-1/-3), then
+// any subtags of 1-8 letters or digits after '-' or '_' ("en", "fas", "pt-BR", "zh_Hant_TW"). A
+// corpus once stored "<script>" as a language.
+bool is_language_code(std::string_view code);
+
 }  // namespace sluice::dataset

@@ -4,6 +4,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "common/printable.h"
+
 namespace sluice::report {
 namespace {
 
@@ -280,7 +282,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
 
 std::string train_report_markdown(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
                                   const std::string& run_dir) {
-  std::string md = "# sluice train report: " + run_dir + "\n\n";
+  std::string md = "# sluice train report: " + markdown_literal(run_dir) + "\n\n";
   if (a.gpu_busy_fraction) md += "**" + gpu_busy_text(a) + "**\n\n";
   verdict_section(md, verdicts);
   md += fmt::format("Steady state: steps {}–{}, {} per model rank after dropping {} warm-up steps ({:.1f} s). "
@@ -392,7 +394,7 @@ json prep_report_json(const PrepAnalysis& a) {
 }
 
 std::string prep_report_markdown(const PrepAnalysis& a, const std::string& cache_dir) {
-  std::string md = "# sluice prep report: " + cache_dir + "\n\n";
+  std::string md = "# sluice prep report: " + markdown_literal(cache_dir) + "\n\n";
   verdict_section(md, a.verdicts);
   md += fmt::format("{} ranks, {:.1f} s from the first to the last span, {:.1f} rows/s in all.\n\n", a.ranks.size(),
                     a.job_seconds, a.rows_per_second);

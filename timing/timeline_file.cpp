@@ -377,15 +377,20 @@ RankTimeline read_timeline(const fs::path& file) {
   thread_local sj::parser parser;
   RankTimeline t;
   ReadState state;
+  std::string member;  // the one being read, for the error: a file of the wrong schema names its field
   try {
     sj::document doc = parser.iterate(text).value();
     for (auto field : doc.get_object()) {
-      read_member(field.unescaped_key().value(), field.value().value(), t, state);
+      member = std::string(field.unescaped_key().value());
+      read_member(member, field.value().value(), t, state);
     }
   } catch (const simdjson::simdjson_error& error) {
     const bool wrong_shape = error.error() == simdjson::INCORRECT_TYPE || error.error() == simdjson::NUMBER_OUT_OF_RANGE ||
                              error.error() == simdjson::INDEX_OUT_OF_BOUNDS;
-    if (wrong_shape) throw DataError(file.string() + ": malformed timeline: " + error.what());
+    if (wrong_shape) {
+      throw DataError(file.string() + ": malformed timeline: its member '" + member +
+                      "' is not what this version writes there (" + error.what() + ")");
+    }
     throw DataError(file.string() + ": not valid JSON (" + error.what() +
                     "); the rank may have died while writing it: delete it and rerun `sluice report`");
   } catch (const json::exception& error) {

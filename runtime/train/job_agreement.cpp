@@ -50,6 +50,10 @@ void check_kinds(const std::vector<RankAnnouncement>& all) {
       throw ConfigError("rank 0 is a Python rank: put `sluice train` first in the launch (mpirun -np 1 sluice train "
                         "-c CFG : -np 2 python3 train.py), so that rank 0 is a sluice rank that owns the config");
     }
+    if (all[r].resume_step < -1) {
+      throw ConfigError("sluice.Feed(resume_step=" + std::to_string(all[r].resume_step) + ") on rank " +
+                        std::to_string(r) + ": a global step is 0 or more; pass None to start at the beginning");
+    }
     if (resume_step != -2 && all[r].resume_step != resume_step) {
       throw ConfigError("the Python ranks resume from different steps (" + std::to_string(resume_step) + " and " +
                         std::to_string(all[r].resume_step) + " on rank " + std::to_string(r) +

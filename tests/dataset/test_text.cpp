@@ -143,6 +143,15 @@ TEST(DetectLanguage, PrimaryLanguage) {
   EXPECT_EQ(primary_language("FA"), "fa");
 }
 
+TEST(DetectLanguage, LanguageCodes) {
+  for (const char* code : {"en", "fa", "fas", "pt-BR", "zh_Hant_TW", "FA", "sr-Latn-RS"}) {
+    EXPECT_TRUE(is_language_code(code)) << code;
+  }
+  for (const char* code : {"", "e", "engl", "<script>", "en-", "en--US", "en US", "en-toolongsubtag", "12", "e\x1b"}) {
+    EXPECT_FALSE(is_language_code(code)) << code;
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // text_normalizer.h: every language
 

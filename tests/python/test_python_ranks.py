@@ -235,6 +235,39 @@ class PythonRanks(unittest.TestCase):
             self.assertIn("train.batch_size: 8 here, 4 on rank 0", record["error"]["message"])
             self.assertIn(record["error"]["message"], output)  # sluice's rank 0 printed the same
 
+    # A released batch's sections are refused, as docs/python.md says (issue 27: batch.dlpack(name)
+    # of a released batch did not raise).
+    def test_a_released_batchs_dlpack_raises(self):
+        script = ("import sluice\n"
+                  "feed = sluice.Feed()\n"
+                  "batches = iter(feed)\n"
+                  "first = next(batches)\n"
+                  "second = next(batches)\n"
+                  "try:\n"
+                  "    first.dlpack('mels')\n"
+                  "    print('NOT RAISED', flush=True)\n"
+                  "except sluice.Error as error:\n"
+                  "    print('RAISED:', error, flush=True)\n"
+                  "for _ in batches:\n"
+                  "    pass\n"
+                  "feed.close()\n")
+        _, code, output = self.job("released", 4, ["-c", script])
+        self.assertEqual(code, 0, output)
+        self.assertEqual(output.count("RAISED: the batch of global step 0 was released"), 2, output)
+        self.assertNotIn("NOT RAISED", output)
+
+    # A negative resume step (issue 27: resume_step=-3 was accepted): the same ConfigError on every
+    # rank, said by sluice's rank 0 too, no hang.
+    def test_negative_resume_step_is_a_config_error_everywhere(self):
+        _, code, output, records = self.probe("negative-resume", 10, probe_args=["--resume-step", "-3"])
+        self.assertNotEqual(code, 0)
+        self.assertEqual(len(records), 2)
+        for record in records:
+            self.assertEqual(record["error"]["class"], "ConfigError")
+            self.assertIn("sluice.Feed(resume_step=-3)", record["error"]["message"])
+            self.assertIn("a global step is 0 or more", record["error"]["message"])
+        self.assertIn("sluice.Feed(resume_step=-3)", output)
+
     # The data rank goes silent: the Python ranks raise TransportError naming it, the job ends.
     def test_silent_data_rank_raises_transport_error_naming_it(self):
         name = "silent"

@@ -37,8 +37,8 @@ CommandResult run(const std::string& command) { return test::run_command(command
 fs::path scratch(const std::string& name) { return test::scratch_dir("prep-faults", name); }
 
 std::string prep_command(const fs::path& corpus, const fs::path& cache, const std::string& extra = "") {
-  return std::string(SLUICE_BINARY) + " prep --corpus " + corpus.string() + " --out " + cache.string() +
-         " --set cache.shard_size=16 --set prep.progress_interval_s=0.2 " + extra;
+  return std::string(SLUICE_BINARY) + " prep --corpus '" + corpus.string() + "' --out '" + cache.string() +
+         "' --set cache.shard_size=16 --set prep.progress_interval_s=0.2 " + extra;
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -312,6 +312,41 @@ TEST_F(PrepFaults, TranscriptFarLongerThanItsClipIsARejectNotACacheRow) {
   ASSERT_TRUE(std::getline(rate_rejects, line));
   EXPECT_TRUE(contains(nlohmann::json::parse(line)["detail"].get<std::string>(), "a second > prep.max_tokens_per_second 5"))
       << line;
+}
+
+// What a corpus may put in front of a user (issue 27): a speaker name holding terminal escape
+// sequences is printed by `cache inspect` with them made visible, a language that is no language
+// code ("<script>") is a reject, not a language of the cache, and a cache folder named with HTML is
+// literal text in report.md's title.
+TEST_F(PrepFaults, NamesFromTheCorpusCannotDriveTheTerminalOrTheReport) {
+  const fs::path corpus = scratch("hostile-corpus");
+  {
+    std::ofstream manifest(corpus / "list.jsonl");
+    for (const std::string id : {"LJS-EN-0001", "LJS-EN-0002", "LJS-EN-0003", "LJS-EN-0004"}) {
+      fs::copy_file(fs::path(SLUICE_SAMPLE_CORPUS) / "wavs" / (id + ".wav"), corpus / (id + ".wav"));
+      nlohmann::json row = {{"id", id}, {"audio", id + ".wav"}, {"text", "a clip"}, {"speaker", "\x1b[31mred\x1b[0m"}};
+      if (id == "LJS-EN-0004") row["language"] = "<script>";
+      manifest << row.dump() << "\n";
+    }
+  }
+  const fs::path cache = scratch("hostile") / "cache-<b>bold</b>";
+  const CommandResult result =
+      run(prep_command(corpus / "list.jsonl", cache, "--set prep.max_reject_fraction=0.5"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(manifest_of(cache)["totals"]["samples"], 3);
+  EXPECT_EQ(manifest_of(cache)["languages"], nlohmann::json({"en"}));
+  std::ifstream rejects(cache / "rejects.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(rejects, line));
+  EXPECT_EQ(nlohmann::json::parse(line)["reason"], "malformed_row") << line;
+  EXPECT_TRUE(contains(line, "is not a language code")) << line;
+  const CommandResult inspect = run(std::string(SLUICE_BINARY) + " cache inspect '" + cache.string() + "'");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_TRUE(contains(inspect.output, "\\x1b[31mred\\x1b[0m")) << inspect.output;
+  EXPECT_FALSE(contains(inspect.output, "\x1b[31m")) << inspect.output;
+  const std::string title = read_text(cache / "report.md").substr(0, 200);
+  EXPECT_TRUE(contains(title, "cache-&lt;b&gt;bold&lt;/b&gt;")) << title;
+  EXPECT_FALSE(contains(title, "<b>")) << title;
 }
 
 TEST_F(PrepFaults, DamagedFinishedShardIsRebuiltOnRerun) {

@@ -110,6 +110,8 @@ TEST(TimelineFile, TheFileReaderNamesWhatIsWrong) {
   };
   EXPECT_NE(error_of(good.substr(0, good.size() / 2)).find(file.string() + ": not valid JSON"), std::string::npos);
   EXPECT_NE(error_of(replaced("\"rank\":2", "\"rank\":\"two\"")).find("malformed timeline"), std::string::npos);
+  // The member of the wrong type is named (issue 27: a timeline of another schema failed without it).
+  EXPECT_NE(error_of(replaced("\"rank\":2", "\"rank\":\"two\"")).find("its member 'rank'"), std::string::npos);
   EXPECT_NE(error_of(replaced("\"host\":\"node07\",", "")).find("no 'host' member"), std::string::npos);
   EXPECT_NE(error_of(replaced("[0,7,5000", "[0,99,5000")).find("names stage index 99"), std::string::npos);
   EXPECT_NE(error_of(replaced("\"batch_wait\"", "\"no_such_stage\"")).find("unknown stage 'no_such_stage'"),
