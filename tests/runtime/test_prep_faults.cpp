@@ -25,6 +25,7 @@
 #include "cache/cache_verifier.h"
 #include "cache/shard_reader.h"
 #include "tests/support/command.h"
+#include "tests/support/corpus_edit.h"
 #include "tests/support/small_disk.h"
 
 namespace sluice {
@@ -234,10 +235,8 @@ TEST_F(PrepFaults, ClipWithHugeFiniteSamplesIsARejectNotAFailedJob) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(manifest_of(cache)["totals"]["samples"], 119);
   EXPECT_EQ(manifest_of(cache)["totals"]["rejects"], 1);
-  std::ifstream rejects(cache / "rejects.jsonl");
-  std::string line;
-  ASSERT_TRUE(std::getline(rejects, line));
-  const auto reject = nlohmann::json::parse(line);
+  const auto reject = test::first_reject(cache);
+  ASSERT_FALSE(reject.is_null());
   EXPECT_EQ(reject["id"], "LJS-EN-0007");
   EXPECT_EQ(reject["reason"], "non_finite_features");
   EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "LJS-EN-0007.wav")) << reject.dump();
@@ -267,10 +266,8 @@ TEST_F(PrepFaults, FifoInTheCorpusIsARejectNotAHang) {
   ASSERT_NE(code, -1) << "prep still running after 60 s:\n" << read_text(log);
   EXPECT_EQ(code, 0) << read_text(log);
   EXPECT_EQ(manifest_of(cache)["totals"]["rejects"], 1);
-  std::ifstream rejects(cache / "rejects.jsonl");
-  std::string line;
-  ASSERT_TRUE(std::getline(rejects, line));
-  const auto reject = nlohmann::json::parse(line);
+  const auto reject = test::first_reject(cache);
+  ASSERT_FALSE(reject.is_null());
   EXPECT_EQ(reject["id"], "LJS-EN-0007");
   EXPECT_EQ(reject["reason"], "unreadable_audio");
   EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "not a regular file")) << reject.dump();
@@ -280,25 +277,16 @@ TEST_F(PrepFaults, FifoInTheCorpusIsARejectNotAHang) {
 // training on every model rank with a 156 GiB allocation): a too_many_tokens reject naming the
 // count and the rate, and the rest of the corpus is prepared.
 TEST_F(PrepFaults, TranscriptFarLongerThanItsClipIsARejectNotACacheRow) {
-  const fs::path corpus = scratch("long-text-corpus");
-  fs::copy(SLUICE_SAMPLE_CORPUS, corpus, fs::copy_options::recursive);
+  const fs::path corpus = scratch("long-text");
   std::string words;
   for (int i = 0; i < 20000; ++i) words += "word ";
-  {
-    std::ifstream in(corpus / "metadata.csv");
-    std::string rows, row;
-    while (std::getline(in, row)) rows += (row.rfind("LJS-EN-0007|", 0) == 0 ? "LJS-EN-0007|" + words + "|" : row) + "\n";
-    in.close();
-    std::ofstream(corpus / "metadata.csv") << rows;
-  }
+  test::copy_corpus_with_text(SLUICE_SAMPLE_CORPUS, corpus / "corpus", "LJS-EN-0007", words);
   const fs::path cache = scratch("long-text-cache");
-  const CommandResult result = run(prep_command(corpus, cache));
+  const CommandResult result = run(prep_command(corpus / "corpus", cache));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(manifest_of(cache)["totals"]["samples"], 119);
-  std::ifstream rejects(cache / "rejects.jsonl");
-  std::string line;
-  ASSERT_TRUE(std::getline(rejects, line));
-  const auto reject = nlohmann::json::parse(line);
+  const auto reject = test::first_reject(cache);
+  ASSERT_FALSE(reject.is_null());
   EXPECT_EQ(reject["id"], "LJS-EN-0007");
   EXPECT_EQ(reject["reason"], "too_many_tokens");
   EXPECT_TRUE(contains(reject["detail"].get<std::string>(), "tokens > prep.max_tokens 1000")) << reject.dump();
@@ -308,10 +296,10 @@ TEST_F(PrepFaults, TranscriptFarLongerThanItsClipIsARejectNotACacheRow) {
   const CommandResult rate = run(prep_command(SLUICE_SAMPLE_CORPUS, rate_cache, "--set prep.max_tokens_per_second=5 "
                                                                                "--set prep.max_reject_fraction=1"));
   ASSERT_EQ(rate.exit_code, 0) << rate.output;
-  std::ifstream rate_rejects(rate_cache / "rejects.jsonl");
-  ASSERT_TRUE(std::getline(rate_rejects, line));
-  EXPECT_TRUE(contains(nlohmann::json::parse(line)["detail"].get<std::string>(), "a second > prep.max_tokens_per_second 5"))
-      << line;
+  const auto rate_reject = test::first_reject(rate_cache);
+  ASSERT_FALSE(rate_reject.is_null());
+  EXPECT_TRUE(contains(rate_reject["detail"].get<std::string>(), "a second > prep.max_tokens_per_second 5"))
+      << rate_reject.dump();
 }
 
 // What a corpus may put in front of a user (issue 27): a speaker name holding terminal escape
@@ -335,11 +323,9 @@ TEST_F(PrepFaults, NamesFromTheCorpusCannotDriveTheTerminalOrTheReport) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_EQ(manifest_of(cache)["totals"]["samples"], 3);
   EXPECT_EQ(manifest_of(cache)["languages"], nlohmann::json({"en"}));
-  std::ifstream rejects(cache / "rejects.jsonl");
-  std::string line;
-  ASSERT_TRUE(std::getline(rejects, line));
-  EXPECT_EQ(nlohmann::json::parse(line)["reason"], "malformed_row") << line;
-  EXPECT_TRUE(contains(line, "is not a language code")) << line;
+  const auto reject = test::first_reject(cache);
+  EXPECT_EQ(reject["reason"], "malformed_row") << reject.dump();
+  EXPECT_TRUE(contains(reject.dump(), "is not a language code")) << reject.dump();
   const CommandResult inspect = run(std::string(SLUICE_BINARY) + " cache inspect '" + cache.string() + "'");
   ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_TRUE(contains(inspect.output, "\\x1b[31mred\\x1b[0m")) << inspect.output;

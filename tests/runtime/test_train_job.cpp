@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/corpus_edit.h"
 #include "tests/support/interrupt_ranks.h"
 #include "tests/support/small_disk.h"
 
@@ -191,17 +192,10 @@ TEST_F(TrainJob, NormalisingWithoutStatisticsIsRefused) {
 // transcript, let into the cache here by raising prep's caps, failed every model rank with "tried
 // to allocate 167772160000 bytes" and nothing else).
 TEST_F(TrainJob, AFailedStepNamesItsBatchAndItsLongestText) {
-  const fs::path corpus = scratch("long-text-corpus");
-  fs::copy(SLUICE_SAMPLE_CORPUS, corpus, fs::copy_options::recursive);
+  const fs::path corpus = scratch("long-text") / "corpus";
   std::string words;
   for (int i = 0; i < 20000; ++i) words += "word ";
-  {
-    std::ifstream in(corpus / "metadata.csv");
-    std::string rows, row;
-    while (std::getline(in, row)) rows += (row.rfind("LJS-EN-0007|", 0) == 0 ? "LJS-EN-0007|" + words + "|" : row) + "\n";
-    in.close();
-    std::ofstream(corpus / "metadata.csv") << rows;
-  }
+  test::copy_corpus_with_text(SLUICE_SAMPLE_CORPUS, corpus, "LJS-EN-0007", words);
   const fs::path cache = scratch("long-text-cache");
   const auto prep = run(std::string(SLUICE_BINARY) + " prep --corpus " + corpus.string() + " --out " + cache.string() +
                         " --set prep.max_tokens=1000000 --set prep.max_tokens_per_second=1000000");
