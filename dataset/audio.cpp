@@ -79,6 +79,8 @@ void read_file_start(const fs::path& path, uint64_t limit, FileBytes& out) {
   if (fd < 0) {
     const int error = errno;
     if (error == ENOENT || error == ENOTDIR) reject(RejectReason::missing_audio, path, "no such file");
+    // No permission: the machine refused, not the sample (EnvironmentError, exit 5, the file named).
+    if (error == EACCES || error == EPERM) throw_file_error(error, "open the audio file", path.string(), ErrorKind::data);
     reject(RejectReason::unreadable_audio, path, std::string("cannot open it: ") + std::strerror(error));
   }
   const FdCloser closer{fd};

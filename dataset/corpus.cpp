@@ -90,7 +90,14 @@ size_t extension_rank(const fs::path& file) {
 
 AudioFolder::AudioFolder(const fs::path& folder) : folder_(folder) {
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+  fs::directory_iterator entries(folder, ec);
+  // A folder that is not there leaves every row's audio missing (missing_audio, each named); one
+  // the machine refuses to list (no permission) is the machine's problem, said once: it read as
+  // missing_audio for every row, and a too-many-rejects exit 3, once.
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+    throw_file_error(ec.value(), "list the audio folder", folder.string(), ErrorKind::data);
+  }
+  for (const auto& entry : entries) {
     // A link is taken without following it (a stat per file, which on shared storage is a round
     // trip each): the probe opens it anyway and rejects a dangling one as missing_audio.
     if (extension_rank(entry.path()) == kAudioExtensions.size()) continue;  // before any stat

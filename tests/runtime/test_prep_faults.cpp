@@ -335,6 +335,34 @@ TEST_F(PrepFaults, NamesFromTheCorpusCannotDriveTheTerminalOrTheReport) {
   EXPECT_FALSE(contains(title, "<b>")) << title;
 }
 
+// Audio this user may not read (issue 27: as a non-root user every row read as missing_audio, and
+// the job exited 3 for too many rejects): the machine's refusal, said once, naming the folder or
+// file, exit 5. Run as `nobody` (setpriv): root reads everything.
+TEST_F(PrepFaults, AudioTheUserMayNotReadIsAPermissionErrorNotMissingAudio) {
+  if (::geteuid() != 0 || run("command -v setpriv").exit_code != 0) GTEST_SKIP() << "needs root and setpriv";
+  const fs::path work = scratch("no-permission");
+  fs::permissions(work, fs::perms::all);
+  const auto as_nobody = [](const std::string& command) {
+    return run("setpriv --reuid=65534 --regid=65534 --clear-groups -- " + command);
+  };
+  // The folder of clips cannot be listed.
+  const fs::path corpus = work / "corpus";
+  fs::copy(SLUICE_SAMPLE_CORPUS, corpus, fs::copy_options::recursive);
+  fs::permissions(corpus / "wavs", fs::perms::owner_all);
+  const CommandResult folder = as_nobody(prep_command(corpus, work / "cache-folder"));
+  EXPECT_EQ(folder.exit_code, 5) << folder.output;
+  EXPECT_TRUE(contains(folder.output, "permission denied")) << folder.output;
+  EXPECT_TRUE(contains(folder.output, (corpus / "wavs").string())) << folder.output;
+  EXPECT_FALSE(contains(folder.output, "missing_audio")) << folder.output;
+  // One clip cannot be opened.
+  fs::permissions(corpus / "wavs", fs::perms::all);
+  fs::permissions(corpus / "wavs" / "LJS-EN-0007.wav", fs::perms::owner_read | fs::perms::owner_write);
+  const CommandResult file = as_nobody(prep_command(corpus, work / "cache-file"));
+  EXPECT_EQ(file.exit_code, 5) << file.output;
+  EXPECT_TRUE(contains(file.output, "permission denied")) << file.output;
+  EXPECT_TRUE(contains(file.output, "LJS-EN-0007.wav")) << file.output;
+}
+
 TEST_F(PrepFaults, DamagedFinishedShardIsRebuiltOnRerun) {
   const fs::path cache = copy_of_reference("flipped");
   const fs::path shard = cache / "shard-00001.h5";
