@@ -522,9 +522,11 @@ void Heartbeat::listen() {
     check_mpi(MPI_Mrecv(&byte, 1, MPI_CHAR, &message, MPI_STATUS_IGNORE), "MPI_Mrecv(heartbeat)");
     const auto source = static_cast<size_t>(status.MPI_SOURCE);
     if (status.MPI_TAG == failure_tag && !failed_[source].exchange(true)) {
-      int none = -1;
-      if (first_failed_.load() < 0) first_failed_code_ = static_cast<unsigned char>(byte);
-      first_failed_.compare_exchange_strong(none, status.MPI_SOURCE);
+      // Only this thread writes them: the code first, so that a reader who sees the rank sees it too.
+      if (first_failed_.load() < 0) {
+        first_failed_code_ = static_cast<unsigned char>(byte);
+        first_failed_ = status.MPI_SOURCE;
+      }
       log::get("runtime")->warn("{} failed and is ending the job", describe(status.MPI_SOURCE));
     }
     std::atomic<int64_t>& heard = heard_ns_[source];

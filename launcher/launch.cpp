@@ -35,7 +35,6 @@ constexpr int exit_ok = 0;
 constexpr int exit_failure = 1;  // a runtime failure: the log names the file, sample or rank
 constexpr int exit_usage = 2;    // bad option or config, or settings that disagree with the cache
 constexpr int exit_environment = 5;  // the machine refused: disk full, read-only, permissions
-constexpr double default_join_timeout_s = 120;  // runtime.timeout_s's default
 static_assert(runtime::prep_too_many_rejects == 3, "docs/operations.md documents 3");
 
 constexpr const char* exit_codes_help =
@@ -99,7 +98,7 @@ struct PrepCommand {
     }
   }
 
-  double join_timeout_s() const { return settings ? settings->number("runtime.timeout_s") : default_join_timeout_s; }
+  double join_timeout_s() const { return settings ? settings->number("runtime.timeout_s") : config.timeout_s(); }
 
   int run(const MpiSession& session) {
     if (start_error) std::rethrow_exception(start_error);

@@ -34,6 +34,17 @@ struct ConfigOptions {
   }
 
   config::Config load() const { return config::Config::load(runtime::settings_schema(), file, overrides); }
+
+  // runtime.timeout_s of this config, for the wait before MPI knows which rank says a bad config
+  // (MpiSession's join watchdog): the setting's default when the config does not load (the command
+  // says why once MPI is up).
+  double timeout_s() const {
+    try {
+      return load().number("runtime.timeout_s");
+    } catch (const std::exception&) {
+      return config::Config::load(runtime::settings_schema(), "", {}).number("runtime.timeout_s");
+    }
+  }
 };
 
 }  // namespace sluice::launcher

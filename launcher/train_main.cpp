@@ -81,14 +81,8 @@ class CommandsWithTorch : public sluice::launcher::TorchCommands {
   std::optional<int> run_without_mpi() override { return bench_->run_without_mpi(); }
 
   double join_timeout_s() const override {
-    if (*train_.command) {
-      try {
-        return train_.config.load().number("runtime.timeout_s");
-      } catch (const std::exception&) {
-        // A bad config is said by run(), once MPI knows which rank is rank 0.
-      }
-    }
-    return 120;
+    // doctor and bench wait at MPI's start as train does, but read no config before it.
+    return *train_.command ? train_.config.timeout_s() : sluice::launcher::ConfigOptions().timeout_s();
   }
 
   std::optional<int> run_with_mpi(sluice::MpiSession& session, double& abort_grace_s) override {

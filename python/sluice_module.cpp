@@ -25,6 +25,7 @@
 #include "timing/stage.h"
 
 namespace py = pybind11;
+using sluice::runtime::BatchHeader;
 using sluice::runtime::BatchStream;
 using sluice::runtime::EmbeddedModelRank;
 using sluice::runtime::StreamBatch;
@@ -106,21 +107,17 @@ struct BatchHandle {
   std::shared_ptr<std::atomic<uint64_t>> generation;
   uint64_t issued = 0;
 
-  // An empty section carrying this batch's generation: what check_live() compares.
-  Section section_of_step() const {
-    Section s;
-    s.generation = generation;
-    s.issued = issued;
-    s.step = batch.global_step;
-    return s;
+  // The batch's header, in its receive slot, refused once the batch was released: the slot may
+  // hold another batch, or be gone after close(). Every section reads it for its shape first, so a
+  // released batch's section raises (issue 27: batch.dlpack(name) on a released batch did not, as
+  // docs/python.md says it does).
+  const BatchHeader& header() const {
+    section_of_step().check_live();
+    return *batch.host.header;
   }
 
-  // A section of a released batch is refused here, before its header (in the slot) is read for
-  // the shape: the slot may hold another batch, or be gone after close() (issue 27:
-  // batch.dlpack(name) on a released batch did not raise, as docs/python.md says it does).
   Section section(const void* host, const void* device_data, DLDataType dtype, std::vector<int64_t> shape) const {
     Section s = section_of_step();
-    s.check_live();
     const bool on_gpu = batch.gpu >= 0 && device_data != nullptr;
     s.data = on_gpu ? device_data : host;
     s.device = on_gpu ? DLDevice{kDLCUDA, batch.gpu} : DLDevice{kDLCPU, 0};
@@ -128,11 +125,20 @@ struct BatchHandle {
     s.shape = std::move(shape);
     return s;
   }
-  void check_live() const { section_of_step().check_live(); }
-  int64_t size() const { return batch.host.header->batch_size; }
-  int64_t max_tokens() const { return batch.host.header->max_tokens; }
-  int64_t max_frames() const { return batch.host.header->max_frames; }
-  int64_t n_mels() const { return batch.host.header->n_mels; }
+  int64_t size() const { return header().batch_size; }
+  int64_t max_tokens() const { return header().max_tokens; }
+  int64_t max_frames() const { return header().max_frames; }
+  int64_t n_mels() const { return header().n_mels; }
+
+ private:
+  // An empty section carrying this batch's generation (what Section::check_live compares).
+  Section section_of_step() const {
+    Section s;
+    s.generation = generation;
+    s.issued = issued;
+    s.step = batch.global_step;
+    return s;
+  }
 };
 
 constexpr DLDataType int32_type{kDLInt, 32, 1}, int64_type{kDLInt, 64, 1}, float32_type{kDLFloat, 32, 1};
@@ -343,28 +349,20 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
       .def_property_readonly("epoch", [](const BatchHandle& b) { return b.batch.epoch; })
       .def_property_readonly("step", [](const BatchHandle& b) { return b.batch.step; })
       .def_property_readonly("size", &BatchHandle::size)
-      .def_property_readonly("bucket", [](const BatchHandle& b) {
-        b.check_live();
-        return b.batch.host.header->bucket;
-      })
+      .def_property_readonly("bucket", [](const BatchHandle& b) { return b.header().bucket; })
       .def_property_readonly("indices", [](const BatchHandle& b) {
-        b.check_live();
         return b.section(b.batch.host.indices, b.batch.device.indices, int64_type, {b.size()});
       })
       .def_property_readonly("token_lens", [](const BatchHandle& b) {
-        b.check_live();
         return b.section(b.batch.host.token_lens, b.batch.device.token_lens, int32_type, {b.size()});
       })
       .def_property_readonly("mel_lens", [](const BatchHandle& b) {
-        b.check_live();
         return b.section(b.batch.host.mel_lens, b.batch.device.mel_lens, int32_type, {b.size()});
       })
       .def_property_readonly("tokens", [](const BatchHandle& b) {
-        b.check_live();
         return b.section(b.batch.host.tokens, b.batch.device.tokens, int32_type, {b.size(), b.max_tokens()});
       })
       .def_property_readonly("mels", [](const BatchHandle& b) {
-        b.check_live();
         return b.section(b.batch.host.mels, b.batch.device.mels, float32_type, {b.size(), b.max_frames(), b.n_mels()});
       });
 

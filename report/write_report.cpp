@@ -64,12 +64,14 @@ std::vector<int> named_ranks(const std::vector<StallVerdict>& verdicts) {
   return ranks;
 }
 
-// `ignored_timelines` says, after the analysis read the timelines, which files it left out.
-std::string train_report(const fs::path& run_dir, const TimelineSource& source,
-                         const std::function<std::vector<std::string>()>& ignored_timelines) {
+// Timeline files left out as not this run's: file name -> why (a map: the analysis reads twice).
+using IgnoredFiles = std::map<std::string, std::string>;
+
+// `ignored` is filled by `source` as the analysis reads it (timelines_on_disk below).
+std::string train_report(const fs::path& run_dir, const TimelineSource& source, const IgnoredFiles& ignored) {
   TrainAnalysis analysis = analyze_train(source);
   analysis.padding = padding_of(run_dir);
-  analysis.ignored_timelines = ignored_timelines();
+  for (const auto& [file, why] : ignored) analysis.ignored_timelines.push_back(file + ": " + why);
   const auto verdicts = train_verdicts(analysis);
   const TraceSelection selection = choose_trace(analysis, named_ranks(verdicts));
   nlohmann::json report_json = train_report_json(analysis, verdicts);
@@ -128,9 +130,6 @@ void read_ahead(const std::vector<fs::path>& files,
   }
 }
 
-// Timeline files left out as not this run's: file name -> why (a map: the analysis reads twice).
-using IgnoredFiles = std::map<std::string, std::string>;
-
 // The files of RUN_DIR/timeline/ that are this run's: rank-N.json holding rank N of the world size
 // the lowest-numbered file holds. A copy under another number (it would count a rank twice) or a
 // file of a run on another number of ranks (a resume on fewer ranks once reported the earlier
@@ -167,11 +166,7 @@ TimelineSource timelines_on_disk(const fs::path& run_dir, const std::shared_ptr<
 
 std::string train_report_on_disk(const fs::path& run_dir) {
   const auto ignored = std::make_shared<IgnoredFiles>();
-  std::vector<std::string> notes;
-  return train_report(run_dir, timelines_on_disk(run_dir, ignored), [&] {
-    for (const auto& [file, why] : *ignored) notes.push_back(file + ": " + why);
-    return notes;
-  });
+  return train_report(run_dir, timelines_on_disk(run_dir, ignored), *ignored);
 }
 
 }  // namespace

@@ -124,15 +124,21 @@ int cuda_index(const std::string& device) {
   return colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
 }
 
+// The name of the CUDA device the options ask for ("NVIDIA H100 80GB HBM3"); "" on the CPU or
+// when no visible device has that index.
+std::string gpu_name(const Options& o) {
+  if (!on_cuda(o)) return "";
+  for (const auto& gpu : sluice::transport::gpu_environment().gpus) {
+    if (gpu.index == cuda_index(o.device)) return gpu.name;
+  }
+  return "";
+}
+
 // "cuda:0 (NVIDIA H100 80GB HBM3)" or "cpu".
 std::string describe_device(const Options& o) {
   if (!on_cuda(o)) return o.device;
-  const int index = cuda_index(o.device);
-  std::string text = "cuda:" + std::to_string(index);
-  for (const auto& gpu : sluice::transport::gpu_environment().gpus) {
-    if (gpu.index == index) text += " (" + gpu.name + ")";
-  }
-  return text;
+  const std::string name = gpu_name(o);
+  return "cuda:" + std::to_string(cuda_index(o.device)) + (name.empty() ? "" : " (" + name + ")");
 }
 
 // Why the run cannot happen on the requested device ("" when it can).
@@ -257,15 +263,11 @@ int run_table(const Options& o) {
               o.threads, o.world, first_timed, o.steps - 1);
   // MFU: the model's matrix FLOPs (transformer_training_flops: padded shapes, forward x 3) per
   // second over the GPU's dense bf16 peak; GPU busy: CUDA-event time of the steps over wall time.
-  double peak = 0;
-  std::string gpu_name;
-  for (const auto& gpu : sluice::transport::gpu_environment().gpus) {
-    if (on_cuda(o) && gpu.index == cuda_index(o.device)) gpu_name = gpu.name;
-  }
-  if (on_cuda(o)) peak = bf16_peak_flops(gpu_name);
+  const std::string name = gpu_name(o);
+  const double peak = bf16_peak_flops(name);
   std::printf("# samples/s and mel frames/s over the timed steps back to back; valid = frames without padding; "
               "MFU = model TFLOP/s / %s\n",
-              peak > 0 ? fmt_peak(peak, gpu_name).c_str() : "(no known bf16 peak for this device)");
+              peak > 0 ? fmt_peak(peak, name).c_str() : "(no known bf16 peak for this device)");
   std::printf("#%5s %10s %10s %11s %14s %14s %10s %6s %9s\n", "size", "params", "median_ms", "samples/s", "valid_frm/s",
               "padded_frm/s", "TFLOP/s", "MFU", "GPU_busy");
   std::fflush(stdout);

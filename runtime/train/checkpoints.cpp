@@ -289,8 +289,11 @@ json resume_position(const fs::path& run_dir, PlanSchedule& schedule, bool warn)
   return latest;
 }
 
-fs::path set_aside_earlier_attempt(const fs::path& run_dir) {
-  // The files, not the folders: a folder may be a mount point (a node-local timeline/ on each node).
+namespace {
+
+// An attempt's own files in `run_dir`, beside the checkpoints: the per-rank stats and timelines and
+// the report. Files, not folders: a folder may be a mount point (a node-local timeline/ on each node).
+std::vector<fs::path> attempt_files(const fs::path& run_dir) {
   std::vector<fs::path> files;
   for (const char* dir : {"ranks", "timeline"}) {
     for (const fs::path& path : entries_of(run_dir / dir)) {
@@ -300,6 +303,13 @@ fs::path set_aside_earlier_attempt(const fs::path& run_dir) {
   for (const char* name : {"report.md", "report.json", "report.html", "trace.json"}) {
     if (fs::exists(run_dir / name)) files.push_back(run_dir / name);
   }
+  return files;
+}
+
+}  // namespace
+
+fs::path set_aside_earlier_attempt(const fs::path& run_dir) {
+  const std::vector<fs::path> files = attempt_files(run_dir);
   if (files.empty()) return {};
   fs::path folder;
   for (int n = 1;; ++n) {
@@ -333,12 +343,7 @@ void claim_fresh_run_dir(const fs::path& run_dir, bool overwrite, bool remove) {
   if (!remove) return;
   const int removed = checkpoints.remove_all();
   // The earlier run's per-rank files and report would mix into this run's report.
-  for (const char* dir : {"ranks", "timeline"}) {
-    for (const fs::path& path : entries_of(run_dir / dir)) {
-      if (path.filename().string().rfind("rank-", 0) == 0) fs::remove(path);
-    }
-  }
-  for (const char* file : {"report.md", "report.json", "report.html", "trace.json"}) remove_quietly(run_dir / file);
+  for (const fs::path& file : attempt_files(run_dir)) fs::remove(file);
   logger()->info("--overwrite: deleted {} checkpoint(s) of an earlier run, its per-rank files and its report from {}",
                  removed, run_dir.string());
 }

@@ -202,7 +202,7 @@ class ModelLoop {
   Clock::time_point started_, steady_started_;
   int64_t steady_padded_frames_ = 0;
   int64_t steady_samples_ = 0;
-  double steady_gpu_s_ = -1;  // the steady steps' GPU time (CUDA events); -1 until a step on a GPU
+  std::optional<double> steady_gpu_s_;  // the steady steps' GPU time (CUDA events); none on the CPU
   int gpu_lane_ = -1;         // the span recorder's "gpu" lane, once named
   double window_loss_ = 0;
   int64_t window_steps_ = 0;
@@ -371,7 +371,7 @@ model::StepResult ModelLoop::train_step_naming_the_batch(const LoopBatch& batch,
       where += ", the tokens set by its bucket's longest text: sample " + longest->id + ", " +
                std::to_string(longest->n_tokens) + " tokens for " + seconds + " s of audio";
     }
-    throw Error(error.kind(), std::string(error.what()) + where + ")");
+    throw error.carry_marks_to(Error(error.kind(), std::string(error.what()) + where + ")"));
   }
 }
 
@@ -407,7 +407,7 @@ model::StepResult ModelLoop::train_step(const model::BatchView& batch, int64_t g
     gpu.end_ns = gpu.start_ns + static_cast<int64_t>(result.gpu_s * 1e9);
     if (gpu_lane_ < 0) gpu_lane_ = recorder.named_lane("gpu");
     recorder.record_on(static_cast<uint16_t>(gpu_lane_), gpu);
-    if (global >= setup_.first_step + warmup_) steady_gpu_s_ = std::max(0.0, steady_gpu_s_) + result.gpu_s;
+    if (global >= setup_.first_step + warmup_) steady_gpu_s_ = steady_gpu_s_.value_or(0) + result.gpu_s;
   }
   return result;
 }
@@ -540,7 +540,7 @@ json ModelLoop::summary(int64_t stopped_at, double elapsed, double steady_s) con
           {"steady_padded_frames_per_second", double(steady_padded_frames_) / steady_s},
           {"steady_samples_per_second", double(steady_samples_) / steady_s},
           // The share of the steady time the GPU spent on the steps' work (CUDA events); null on the CPU.
-          {"steady_gpu_busy_fraction", steady_gpu_s_ >= 0 ? json(steady_gpu_s_ / steady_s) : json(nullptr)},
+          {"steady_gpu_busy_fraction", steady_gpu_s_ ? json(*steady_gpu_s_ / steady_s) : json(nullptr)},
           {"allreduce_baseline_bytes_per_s", allreduce_baseline_},
           {"losses", losses_},
           {"validation", validations_}};
