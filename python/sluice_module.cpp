@@ -225,6 +225,12 @@ class FeedHandle {
     return rank_->stream().validation_due(done);
   }
 
+  // The script's loss (batch_stream.h, STOP AGREEMENT): a non-finite one stops every model rank.
+  void report_loss(double loss) {
+    check_open();
+    rank_->stream().report_loss(loss);
+  }
+
   // The global step a stop signal ended the feed at (the first not handed out), or None.
   py::object stopped_at() const {
     if (!rank_ || rank_->stream().stopped_at() < 0) return py::none();
@@ -371,6 +377,7 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
            py::arg("overrides"), py::arg("resume_step"))
       .def("next", &FeedHandle::next)
       .def("mark", &FeedHandle::mark)
+      .def("report_loss", &FeedHandle::report_loss)
       .def("start_validation", &FeedHandle::start_validation)
       .def("next_validation", &FeedHandle::next_validation)
       .def("end_validation", &FeedHandle::end_validation)

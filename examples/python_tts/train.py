@@ -56,6 +56,7 @@ def validation_loss(feed, model):
             predicted = model(batch.tokens.to(feed.device), batch.token_lens.to(feed.device),
                               batch.mel_lens.to(feed.device), mels.size(1))
             loss = masked_l1(predicted, mels, batch.mel_lens.to(feed.device))
+            feed.loss(loss)  # averaged over the ranks into ranks/rank-N.json; non-finite stops the run
             totals += torch.tensor([loss.item() * batch.size, float(batch.size)])
     torch.distributed.all_reduce(totals)
     return (totals[0] / totals[1].clamp(min=1)).item()
@@ -92,6 +93,7 @@ def main():
             optimizer.step()
             optimizer.zero_grad()
         losses.append(loss.item())
+        feed.loss(losses[-1])  # a non-finite loss on any rank stops every rank at this step
         batches.append({"global_step": batch.global_step, "epoch": batch.epoch, "step": batch.step,
                         "indices": batch.indices.tolist()})
         if feed.validation_due(batch):

@@ -161,6 +161,16 @@ class Feed:
         self._batch = Batch(handle)
         return self._batch
 
+    def loss(self, value):
+        """Tells sluice this step's training loss (or, inside a validation() pass, the mean loss of
+        the validation batch just handed out). Only its value leaves the script: a non-finite loss
+        on any model rank stops every model rank at the same step, as `sluice train` stops its own
+        (the next batch raises sluice.Error naming the step and the ranks; checkpoint nothing from
+        that state), and the validation losses are averaged over the model ranks into this rank's
+        ranks/rank-N.json. Accepts a float or a one-element tensor (it calls .item(): on a GPU that
+        waits for the step, which the next batch's slot release does anyway)."""
+        self._handle.report_loss(float(value.item() if hasattr(value, "item") else value))
+
     @property
     def stopped_at(self):
         """None, or the global step at which a stop signal (SIGTERM/SIGUSR1, e.g. Slurm preemption)

@@ -1,10 +1,12 @@
 #include "runtime/train/batch_stream.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "common/stop_signal.h"
 #include "runtime/train/batch_views.h"
+#include "runtime/train/replay_batches.h"
 #include "runtime/transport/device_memory.h"
 #include "timing/span_recorder.h"
 
@@ -12,70 +14,49 @@ namespace sluice::runtime {
 
 using nlohmann::json;
 
-BatchStream::BatchStream(const ModelRankParts& parts)
-    : parts_(parts), model_index_(parts.setup.model_index_of(parts.session.rank())), next_step_(parts.setup.first_step) {
+BatchStream::BatchStream(const ModelRankParts& parts, StepSpans spans, int replay_gpu)
+    : parts_(parts), spans_(spans), model_index_(parts.setup.model_index_of(parts.session.rank())),
+      next_step_(parts.setup.first_step) {
   if (parts.feed.channel == nullptr) {
-    throw ConfigError("a Python model rank needs a feed: train.replay_from_memory is for sluice's C++ model loop");
+    replay_ = std::make_unique<ReplayBatches>(parts.reader, *parts.setup.schedule, model_index_, replay_gpu,
+                                              parts.setup.first_step);
   }
-  // This rank's share of the validation split, as mean_validation_loss (model_loop.cpp) takes it.
   const size_t model_ranks = parts.setup.model_ranks.size();
   for (size_t i = static_cast<size_t>(model_index_); i < parts.setup.validation.size(); i += model_ranks) {
     validation_indices_.push_back(parts.setup.validation[i].index);
   }
   started_ = Clock::now();
+  tally_.restart_interval();
 }
 
 BatchStream::~BatchStream() = default;
 
 std::optional<StreamBatch> BatchStream::next() {
   if (closed_) throw TransportError("next batch asked of a closed feed (after close() or a failure)");
-  end_step_span();
-  if (current_) {
-    parts_.feed.channel->release(*current_);
-    current_.reset();
-    device_batch_.reset();
-  }
+  end_step(reported_loss_);
   parts_.context.finish->still_working();
   post_status();
-  if (next_step_ >= parts_.setup.end_step || stopped_at_ >= 0) return std::nullopt;
-  if (agree_to_stop()) {
-    stopped_at_ = next_step_;
-    parts_.context.stopped = true;
-    return std::nullopt;
-  }
+  if (next_step_ >= parts_.setup.end_step || stopped()) return std::nullopt;
 
   const auto wait_start = Clock::now();
-  timing::Span span;
-  span.stage = timing::Stage::batch_wait;
-  span.start_ns = timing::now_ns();
-  current_ = receive();
-  span.end_ns = timing::now_ns();
-  span.step = next_step_;
-  span.peer = parts_.feed.data_rank;
-  span.sequence = static_cast<int64_t>(current_->sequence);
-  span.bytes = static_cast<int64_t>(current_->bytes);
-  timing::SpanRecorder::global().record(span);
-  tally_.add_wait(seconds_since(wait_start));
-
   StreamBatch batch;
   batch.global_step = next_step_;
-  if (parts_.feed.device_batches) {
-    device_batch_ = DeviceBatch::of(current_->data, current_->bytes, &transport::copy_device_to_host);
-    batch.host = device_batch_->host;
-    batch.device = device_batch_->device;
-    batch.gpu = parts_.setup.roles.at(parts_.session.rank()).gpu;
-  } else {
-    batch.host = BatchPointers::of(current_->data, current_->bytes);
-  }
+  batch.host = receive_or_replay(batch);
+  tally_.add_wait(seconds_since(wait_start));
   check_position(batch.host);
   data_rank_stop_ = data_rank_stop_ || batch.host.header->data_rank_stop != 0;
   batch.epoch = batch.host.header->epoch;
   batch.step = batch.host.header->step;
   tally_.count(batch.host);
+  step_open_ = true;
+  step_marked_ = false;
+  reported_loss_.reset();
+  ++next_step_;
+  if (spans_ == StepSpans::own) return batch;
   // An injected forward delay (debug.delay_stage) is this rank's compute: its own forward span,
   // whether or not the script marks spans.
   const int64_t delay_start_ns = timing::now_ns();
-  parts_.context.delay.apply(timing::Stage::forward, parts_.session.rank(), next_step_);
+  parts_.context.delay.apply(timing::Stage::forward, parts_.session.rank(), batch.global_step);
   step_start_ns_ = timing::now_ns();
   marked_until_ns_ = step_start_ns_;
   if (step_start_ns_ - delay_start_ns > 1000000) {
@@ -83,13 +64,67 @@ std::optional<StreamBatch> BatchStream::next() {
     delay.stage = timing::Stage::forward;
     delay.start_ns = delay_start_ns;
     delay.end_ns = step_start_ns_;
-    delay.step = next_step_;
+    delay.step = batch.global_step;
     timing::SpanRecorder::global().record(delay);
   }
-  step_open_ = true;
-  step_marked_ = false;
-  ++next_step_;
   return batch;
+}
+
+// The batch of next_step_, from the channel or the replay, with its batch_wait span.
+BatchPointers BatchStream::receive_or_replay(StreamBatch& batch) {
+  timing::Span span;
+  span.stage = timing::Stage::batch_wait;
+  span.start_ns = timing::now_ns();
+  span.step = next_step_;
+  span.peer = parts_.feed.data_rank;
+  BatchPointers host;
+  if (replay_) {
+    host = replay_->at(next_step_);
+    if (auto uploaded = replay_->on_device(host)) {
+      batch.device = uploaded->device;
+      batch.gpu = parts_.setup.roles.at(parts_.session.rank()).gpu;
+    }
+  } else {
+    current_ = receive();
+    span.sequence = static_cast<int64_t>(current_->sequence);
+    span.bytes = static_cast<int64_t>(current_->bytes);
+    if (parts_.feed.device_batches) {
+      device_batch_ = DeviceBatch::of(current_->data, current_->bytes, &transport::copy_device_to_host);
+      host = device_batch_->host;
+      batch.device = device_batch_->device;
+      batch.gpu = parts_.setup.roles.at(parts_.session.rank()).gpu;
+    } else {
+      host = BatchPointers::of(current_->data, current_->bytes);
+    }
+  }
+  span.end_ns = timing::now_ns();
+  timing::SpanRecorder::global().record(span);
+  return host;
+}
+
+void BatchStream::end_step(std::optional<double> loss) {
+  if (!step_open_) return;
+  end_step_span();
+  release_slot();
+  agree(loss.value_or(0.0));
+}
+
+void BatchStream::report_loss(double loss) {
+  if (validation_start_ns_ >= 0) {
+    validation_step_ = std::max(parts_.setup.first_step, next_step_);
+    validation_loss_sum_ += loss * static_cast<double>(validation_batch_size_);
+    validation_samples_ += static_cast<double>(validation_batch_size_);
+    return;
+  }
+  // A non-finite loss reported anywhere in the step stays the step's.
+  if (!reported_loss_ || std::isfinite(*reported_loss_)) reported_loss_ = loss;
+}
+
+void BatchStream::release_slot() {
+  if (!current_) return;
+  parts_.feed.channel->release(*current_);
+  current_.reset();
+  device_batch_.reset();
 }
 
 // The script's step ends where it asks for the next batch. Its time not inside a span it marked
@@ -100,6 +135,7 @@ std::optional<StreamBatch> BatchStream::next() {
 void BatchStream::end_step_span() {
   if (!step_open_) return;
   step_open_ = false;
+  if (spans_ == StepSpans::own) return;
   const int64_t end_ns = timing::now_ns();
   tally_.add_compute(static_cast<double>(end_ns - step_start_ns_) * 1e-9);
   record_unmarked(end_ns);
@@ -118,16 +154,55 @@ void BatchStream::record_unmarked(int64_t until_ns) {
   marked_until_ns_ = until_ns;
 }
 
-// Whether any model rank got a stop signal: one all-reduce over the model ranks per step, which
-// every model rank makes before the same global step (a `sync` span; it waits while the other
-// model ranks are alive and names the one that went silent, mpi_gradient_reducer.h).
-bool BatchStream::agree_to_stop() {
-  float flag = stop_requested() || data_rank_stop_ ? 1.0f : 0.0f;
+// The stop agreement after step next_step_ - 1 (STOP AGREEMENT in the header): one all-reduce
+// of {stop signal, non-finite training loss, validation loss x samples, validation samples}.
+void BatchStream::agree(double loss) {
+  const int64_t step = next_step_ - 1;
+  float flags[4] = {stop_requested() || data_rank_stop_ ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f,
+                    static_cast<float>(validation_loss_sum_), static_cast<float>(validation_samples_)};
   if (parts_.reducer != nullptr) {
-    timing::ScopedSpan span(timing::Stage::sync, std::max(parts_.setup.first_step, next_step_ - 1));
-    parts_.reducer->all_reduce_sum(&flag, 1);
+    timing::ScopedSpan span(timing::Stage::sync, step);
+    parts_.reducer->all_reduce_sum(flags, 4);
   }
-  return flag > 0;
+  if (flags[1] > 0) stop_on_nonfinite_loss("training", step, loss);
+  if (flags[3] > 0) {
+    const double mean = static_cast<double>(flags[2]) / static_cast<double>(flags[3]);
+    const double mine = validation_samples_ > 0 ? validation_loss_sum_ / validation_samples_ : 0.0;
+    if (!std::isfinite(mean)) stop_on_nonfinite_loss("validation", step, mine);
+    validations_.push_back({{"global_step", validation_step_}, {"loss", mean}});
+  }
+  validation_loss_sum_ = validation_samples_ = 0;
+  if (flags[0] > 0 && next_step_ < parts_.setup.end_step) {
+    stopped_at_ = next_step_;
+    parts_.context.stopped = true;
+  }
+}
+
+// Names the step and the model ranks whose loss was inf or NaN (a second all-reduce, one float
+// per model rank, which every model rank makes at the same step) and throws. The newest
+// checkpoint is named: no checkpoint is written from here on.
+void BatchStream::stop_on_nonfinite_loss(const char* what, int64_t global_step, double loss) {
+  std::vector<float> nonfinite(parts_.setup.model_ranks.size(), 0.0f);
+  nonfinite[static_cast<size_t>(model_index_)] = std::isfinite(loss) ? 0.0f : 1.0f;
+  if (parts_.reducer != nullptr) parts_.reducer->all_reduce_sum(nonfinite.data(), nonfinite.size());
+  std::string ranks;
+  for (size_t i = 0; i < nonfinite.size(); ++i) {
+    if (nonfinite[i] > 0) ranks += (ranks.empty() ? "" : ", ") + parts_.session.describe(parts_.setup.model_ranks[i]);
+  }
+  const PlanPosition at = parts_.setup.schedule->position(global_step);
+  const std::string here = std::isfinite(loss) ? "" : std::isnan(loss) ? " (nan here)" : " (inf here)";
+  // Its weights are finite (the trainer checks) but gave this loss: it may be too far gone.
+  const std::string newest =
+      newest_checkpoint_.empty()
+          ? "resume from the script's newest checkpoint before it"
+          : "the newest, " + newest_checkpoint_ +
+                ", holds the last finite state (resume from an older one if it diverges again)";
+  throw Error(ErrorKind::internal,
+              "the " + std::string(what) + " loss is not finite at global step " + std::to_string(global_step) +
+                  " (epoch " + std::to_string(at.epoch) + " step " + std::to_string(at.step) + ") on model " + ranks +
+                  here + ": training diverged (optim.lr too high? optim.grad_clip off?) or the batch holds "
+                  "non-finite features. Stopped without writing a checkpoint; " + newest +
+                  ". Fix the cause, then --resume");
 }
 
 void BatchStream::start_validation() {
@@ -145,12 +220,14 @@ void BatchStream::start_validation() {
 
 std::optional<StreamBatch> BatchStream::next_validation() {
   if (validation_start_ns_ < 0) start_validation();
+  validation_batch_size_ = 0;
   if (validation_next_ >= validation_indices_.size()) return std::nullopt;
   const size_t per_batch = static_cast<size_t>(std::max(1, parts_.settings.plan.batch_size));
   const size_t end = std::min(validation_indices_.size(), validation_next_ + per_batch);
   const std::vector<int64_t> indices(validation_indices_.begin() + static_cast<ptrdiff_t>(validation_next_),
                                      validation_indices_.begin() + static_cast<ptrdiff_t>(end));
   validation_next_ = end;
+  validation_batch_size_ = static_cast<int64_t>(indices.size());
   validation_assembler_->assemble_unplanned(indices, validation_bytes_);
   StreamBatch batch;
   batch.host = BatchPointers::of(validation_bytes_.data(), validation_bytes_.size());
@@ -200,7 +277,8 @@ void BatchStream::mark(timing::Stage stage, int64_t start_ns, int64_t end_ns) {
   timing::SpanRecorder::global().record(span);
 }
 
-// Says whom this rank waited for when the wait fails, in the run's terms (as model_loop.cpp).
+// Says whom this rank waited for when the wait fails, in the run's terms: the data rank and the
+// global step.
 std::optional<transport::ReceivedBatch> BatchStream::receive() {
   const MpiSession& session = parts_.session;
   const int data_rank = parts_.feed.data_rank;
@@ -236,7 +314,8 @@ void BatchStream::check_position(const BatchPointers& batch) const {
 void BatchStream::post_status() {
   StatusBoard* board = parts_.context.status;
   if (board == nullptr || !board->due()) return;
-  board->post(tally_.take_status("model", next_step_, parts_.setup.end_step));
+  board->post(tally_.take_status(to_string(parts_.setup.roles.at(parts_.session.rank()).role), next_step_,
+                                 parts_.setup.end_step));
 }
 
 void BatchStream::close() {
@@ -244,13 +323,9 @@ void BatchStream::close() {
   end_validation();
   end_step_span();
   closed_ = true;
-  if (current_) {
-    parts_.feed.channel->release(*current_);
-    current_.reset();
-    device_batch_.reset();
-  }
+  release_slot();
   // Stopped early: the data rank is told to stop sending (its send fails, naming this rank).
-  if (next_step_ < parts_.setup.end_step) parts_.feed.channel->close();
+  if (next_step_ < parts_.setup.end_step && parts_.feed.channel != nullptr) parts_.feed.channel->close();
 }
 
 json BatchStream::summary() const {
@@ -267,7 +342,8 @@ json BatchStream::summary() const {
           {"samples", tally_.samples()},
           {"frames", tally_.frames()},
           {"replay_from_memory", false},
-          {"stopped_at", stopped_at_}};
+          {"stopped_at", stopped_at_},
+          {"validation", validations_}};
 }
 
 }  // namespace sluice::runtime

@@ -1,40 +1,58 @@
 #pragma once
-// A model rank's batches pulled one at a time: the model side of a rank whose training runs
-// outside sluice's C++ model loop (a Python training script, python/ and docs/python.md).
+// A model rank's batches, one step at a time: the one model side of the protocol between data
+// and model ranks. sluice's C++ model loop (model_loop.cpp) and a Python training script
+// (python/, docs/python.md) both train over it, so a model rank behaves the same whichever kind
+// it is: the same receive with its named errors, plan check, batch_wait span, live status, stop
+// agreement and validation batches.
 //
-// Around each batch it does what the C++ loop (model_loop.h) does: the batch_wait span (its data
-// rank, sequence and bytes), the check of the batch's (epoch, step) against the plan, a sign of
-// life for the finish line and the live status. The time from handing a batch out to the next
-// call of next() is the script's step: the spans it marks (mark()), and its time outside them as
-// `forward` (the whole step when it marks none; gaps of 0.2 ms or more between marks), so that
-// the report sees compute and input wait as for a C++ rank. debug.delay_stage=forward delays the
-// start of this rank's steps.
+// A STEP is what happens between handing a batch out (next()) and end_step(): the model's work
+// on it. The C++ loop calls end_step(loss) itself, before it logs, validates or checkpoints; a
+// Python step ends where the script asks for the next batch (next() ends an open step, with the
+// loss the script reported through report_loss(), if any).
 //
 // BUFFER LIFETIME. A batch points into its receive slot (host memory, or the rank's GPU on a GPU
-// transport) and stays valid until the next call of next() or close(), which give the slot and
-// its credit back to the data rank. Only one batch is out at a time.
+// transport) and stays valid until end_step() (or next(), or close()), which gives the slot and
+// its credit back to the data rank. Only one batch is out at a time. Without a channel
+// (train.replay_from_memory, C++ model ranks only) the batches are collated once per bucket on
+// this rank (replay_batches.h).
 //
-// STOP (preemption, as the C++ loop's agree_to_stop in model_loop.cpp). Before each batch the
-// model ranks agree, with one all-reduce over their communicator, whether any of them got
-// SIGTERM or SIGUSR1 (common/stop_signal.h), or received a batch whose data rank got one
-// (BatchHeader::data_rank_stop); when one did, next() returns nullopt on every model rank at the
-// same global step, stopped_at() says which, and close() tells the data rank to stop sending
-// (its send fails on a closed channel, which it takes as the stop). The script checkpoints and
-// resumes with resume_step = stopped_at().
+// STOP AGREEMENT (once per step, in end_step). The model ranks agree, with one all-reduce of four
+// floats over their communicator, on every reason to stop:
+//   - a stop signal: SIGTERM or SIGUSR1 on any model rank (common/stop_signal.h), or a batch whose
+//     data rank got one (BatchHeader::data_rank_stop). The run stops after this step on every
+//     model rank: next() returns nullopt, stopped_at() says where, and close() tells the data rank
+//     to stop sending (its send fails on a closed channel, which it takes as the stop). The C++
+//     loop checkpoints there; a script checkpoints and resumes with resume_step = stopped_at().
+//   - a non-finite training loss on any model rank (the loss given to end_step or report_loss);
+//   - a non-finite validation loss reported since the last agreement (report_loss during a
+//     validation pass; the C++ loop checks its own all-reduced validation mean, the same way).
+// Either non-finite loss ends the run on every model rank at this step with one error naming the
+// step and the model ranks that saw it (stop_on_nonfinite_loss), before anything is logged or
+// checkpointed from the diverged state. Every model rank makes the agreement after the same
+// steps; it waits while the other model ranks are alive and names one that went silent
+// (mpi_gradient_reducer.h).
 //
-// VALIDATION (as the C++ loop's mean_validation_loss). This rank's share of the validation split
-// (every model_ranks-th sample, starting at its model index), in batches of train.batch_size
-// assembled from the cache on this rank and normalised as training batches are, never masked.
-// validation_due(done) says whether train.validation_every asks for a pass after `done` steps.
-// A validation batch lives in the stream's own buffer (host memory), valid until the next
-// next_validation() or close(); the training batch stays valid meanwhile.
+// VALIDATION. This rank's share of the validation split (every model_ranks-th sample, starting
+// at its model index), in batches of train.batch_size assembled from the cache on this rank and
+// normalised as training batches are, never masked. validation_due(done) says whether
+// train.validation_every asks for a pass after `done` steps. A validation batch lives in the
+// stream's own buffer (host memory), valid until the next next_validation() or close(); the
+// training batch stays valid meanwhile. A script's reported validation losses (report_loss
+// during the pass) are averaged over the model ranks in the next agreement and recorded in this
+// rank's summary, as the C++ loop records its own.
 //
-// THREADING. One thread calls next(), mark(), the validation calls and close() (it makes the
-// channel's MPI calls).
+// TIMING. With StepSpans::script (a Python rank) the stream records the step's time outside the
+// spans the script marked (mark()) as `forward` (the whole step when it marks none; gaps of 0.2
+// ms or more between marks), so that the report sees compute and input wait as for a C++ rank;
+// debug.delay_stage=forward delays the start of each step. With StepSpans::own (the C++ loop) the
+// caller records its phases itself and adds their time with add_compute().
+//
+// THREADING. One thread calls every method (the channel's MPI calls are made on it).
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,25 +67,52 @@
 
 namespace sluice::runtime {
 
+class ReplayBatches;
+
 struct StreamBatch {
   int64_t global_step = 0;
   int64_t epoch = 0;
   int64_t step = 0;       // within the epoch
   BatchPointers host{};   // on a GPU transport: header, indices and lengths only
-  BatchPointers device{}; // on a GPU transport: every section on the GPU; null pointers on the host
+  BatchPointers device{}; // in device memory: every section on the GPU; null pointers on the host
   int gpu = -1;           // the GPU holding `device`; -1: the batch is in host memory
+
+  bool on_device() const { return device.header != nullptr; }
+  DeviceBatch device_batch() const { return DeviceBatch{{}, host, device}; }
 };
+
+// Who records a step's spans (TIMING above).
+enum class StepSpans { script, own };
 
 class BatchStream {
  public:
-  // `parts` (and what it refers to) must outlive the stream.
-  explicit BatchStream(const ModelRankParts& parts);
+  // `parts` (and what it refers to) must outlive the stream. `replay_gpu`: the GPU a replayed
+  // batch is uploaded to (-1: host memory), for a stream without a channel.
+  BatchStream(const ModelRankParts& parts, StepSpans spans, int replay_gpu = -1);
   ~BatchStream();
 
-  // The next planned batch of this rank, or nullopt after the run's last step. Gives the previous
-  // batch's slot back first. Blocks while the data rank is alive; throws TransportError naming
-  // it (as the C++ loop does) when it is silent for runtime.timeout_s or the feed fails.
+  // The next planned batch of this rank, or nullopt after the run's last step or a stop. Ends an
+  // open step first (end_step with the reported loss). Blocks while the data rank is alive;
+  // throws TransportError naming it when it is silent for runtime.timeout_s or the feed fails.
   std::optional<StreamBatch> next();
+  // Ends the step of the batch handed out last: gives its slot back, then the stop agreement
+  // (STOP AGREEMENT above) with `loss`, this rank's training loss of the step (nullopt: none
+  // reported). Throws the non-finite loss error. Nothing happens without an open step.
+  void end_step(std::optional<double> loss);
+  // A loss the script computed: the step's training loss, or, during a validation pass, the mean
+  // loss of the validation batch handed out last. Only its finiteness and, for validation, its
+  // value are used (STOP AGREEMENT).
+  void report_loss(double loss);
+  // The C++ loop's time computing the step (StepSpans::own).
+  void add_compute(double seconds) { tally_.add_compute(seconds); }
+  // What the non-finite loss error says to resume from: "step-N.pt (global step N)", the newest
+  // checkpoint of the run (the C++ loop's); empty: the script's own.
+  void set_newest_checkpoint(std::string name) { newest_checkpoint_ = std::move(name); }
+  // Throws the non-finite loss error on every model rank, naming those whose `loss` is not
+  // finite (a second all-reduce, which every model rank makes at the same point). `what` is
+  // "training" or "validation".
+  [[noreturn]] void stop_on_nonfinite_loss(const char* what, int64_t global_step, double loss);
+
   // A span the script marked in its current step (forward, backward, optimizer, ...), in
   // timing::now_ns() time. Throws ConfigError for a stage that is not a model rank's.
   void mark(timing::Stage stage, int64_t start_ns, int64_t end_ns);
@@ -76,15 +121,15 @@ class BatchStream {
   void start_validation();
   // The pass's next batch (epoch, step -1; host memory), or nullopt at its end.
   std::optional<StreamBatch> next_validation();
-  // Records the pass as one validation span; called by the script's side after the last batch.
+  // Records the pass as one validation span.
   void end_validation();
-  // Whether train.validation_every asks for validation after `done` global steps (the C++ loop
-  // validates then, and once more at the end of a finished run).
+  // Whether train.validation_every asks for validation after `done` global steps (and the end of
+  // a finished run validates once more).
   bool validation_due(int64_t done) const;
   size_t validation_samples() const { return validation_indices_.size(); }
 
   // Ends the stream: gives the current slot back and, when the run did not reach its end, shuts
-  // the channel (the data rank stops sending). Idempotent.
+  // the channel (the data rank stops sending). Makes no agreement. Idempotent.
   void close();
 
   int64_t first_step() const { return parts_.setup.first_step; }
@@ -93,37 +138,51 @@ class BatchStream {
   int64_t done() const { return next_step_ - parts_.setup.first_step; }  // batches handed out
   // The global step a stop signal ended the run at (the first batch not handed out); -1: none.
   int64_t stopped_at() const { return stopped_at_; }
-  // This rank's stats for ranks/rank-N.json (the C++ loop's fields that apply).
+  bool stopped() const { return stopped_at_ >= 0; }
+  const StepTally& tally() const { return tally_; }
+  // This rank's stats for ranks/rank-N.json, as a Python rank reports them (the C++ loop adds
+  // its own).
   nlohmann::json summary() const;
 
  private:
   void end_step_span();
   // Records the open step's time from the end of its last marked span to `until_ns` as forward.
   void record_unmarked(int64_t until_ns);
-  bool agree_to_stop();
+  void agree(double loss);
+  BatchPointers receive_or_replay(StreamBatch& batch);
   std::optional<transport::ReceivedBatch> receive();
   void check_position(const BatchPointers& batch) const;
   void post_status();
+  void release_slot();
 
   const ModelRankParts parts_;
+  const StepSpans spans_;
   const int model_index_;
   int64_t next_step_;  // the global step of the next batch
+  std::unique_ptr<ReplayBatches> replay_;
   std::optional<transport::ReceivedBatch> current_;
   std::optional<DeviceBatch> device_batch_;  // a batch that arrived on the GPU (its host copy of the header)
   bool step_open_ = false;
   bool step_marked_ = false;
   int64_t step_start_ns_ = 0;
   int64_t marked_until_ns_ = 0;  // the open step is covered by spans up to here
+  std::optional<double> reported_loss_;  // the script's loss of the open step
   bool closed_ = false;
   int64_t stopped_at_ = -1;
   bool data_rank_stop_ = false;  // a batch said its data rank got a stop signal
+  std::string newest_checkpoint_;
   // Validation: this rank's sample indices, the pass's position and its batch's bytes.
   std::vector<int64_t> validation_indices_;
   size_t validation_next_ = 0;
   int64_t validation_start_ns_ = -1;
+  int64_t validation_batch_size_ = 0;  // of the batch handed out last
+  int64_t validation_step_ = -1;       // the pass whose reported losses await the next agreement
+  double validation_loss_sum_ = 0;     // reported loss x samples since the last agreement
+  double validation_samples_ = 0;
   std::unique_ptr<BatchAssembler> validation_assembler_;
   std::unique_ptr<model::FeatureTransform> validation_normalizer_;
   BatchBytes validation_bytes_;
+  nlohmann::json validations_ = nlohmann::json::array();  // {global_step, loss} of reported passes
   Clock::time_point started_;
   StepTally tally_;  // totals, and the live status's interval since the last post
 };

@@ -101,7 +101,10 @@ void EmbeddedModelRank::wait_until(const std::function<bool()>& ready) {
 }
 
 nlohmann::json EmbeddedModelRank::hand_over(const ModelRankParts& parts) {
-  auto stream = std::make_unique<BatchStream>(parts);
+  if (parts.feed.channel == nullptr) {
+    throw ConfigError("a Python model rank needs a feed: train.replay_from_memory is for sluice's C++ model loop");
+  }
+  auto stream = std::make_unique<BatchStream>(parts, StepSpans::script);
   ModelRankInfo info;
   info.model_index = stream->model_index();
   info.model_ranks = static_cast<int>(parts.setup.model_ranks.size());

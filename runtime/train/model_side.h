@@ -1,8 +1,7 @@
 #pragma once
-// A model side other than the C++ model loop (model_loop.h): what run_train hands to it, in
-// place of train_model, on a rank whose training runs elsewhere (a Python model rank:
-// embedded_model_rank.h). It gets exactly what the model loop gets, plus the model ranks'
-// communicator, and returns the rank's stats for ranks/rank-N.json as train_model does.
+// What run_train hands to a model rank's model side: the C++ model loop (train_model,
+// model_loop.h) or a Python script's (embedded_model_rank.h). Both build their batch stream
+// (batch_stream.h) from it and return the rank's stats for ranks/rank-N.json.
 #include <functional>
 
 #include <mpi.h>
@@ -11,11 +10,19 @@
 #include "cache/cache_reader.h"
 #include "common/mpi_session.h"
 #include "model/gradient_reducer.h"
-#include "runtime/train/model_loop.h"
 #include "runtime/train/train_run.h"
 #include "runtime/train/train_settings.h"
+#include "runtime/transport/feed_channel.h"
 
 namespace sluice::runtime {
+
+// Where a model rank's batches come from.
+struct ModelFeed {
+  // null: train.replay_from_memory (the batches are collated once per bucket on this rank).
+  transport::ReceiveChannel* channel = nullptr;
+  int data_rank = 0;            // the rank feeding this one (errors, spans)
+  bool device_batches = false;  // the channel hands out device memory (GPU transports)
+};
 
 struct ModelRankParts {
   const MpiSession& session;

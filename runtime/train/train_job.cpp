@@ -217,11 +217,8 @@ struct RankRun {
 // This rank's model side: the C++ model loop, or the one the process put in its place (a Python
 // model rank's, model_side.h).
 json run_model_side(RankRun& run, const ModelFeed& feed, model::GradientReducer* reducer, MPI_Comm model_comm) {
-  if (run.model_side) {
-    return run.model_side(ModelRankParts{run.session, run.settings, run.setup, run.reader, feed, model_comm,
-                                         reducer, run.context});
-  }
-  return train_model(run.session, run.settings, run.setup, run.reader, feed, reducer, run.context);
+  const ModelRankParts parts{run.session, run.settings, run.setup, run.reader, feed, model_comm, reducer, run.context};
+  return run.model_side ? run.model_side(parts) : train_model(parts);
 }
 
 // One process: the data side feeds the trainer from a thread through an in-process channel.
@@ -355,8 +352,7 @@ void run_role(RankRun& run, json& rank_stats) {
   const bool replay = run.settings.replay_from_memory;
   if (run.me.role == Role::data_and_model) {
     if (replay) {
-      rank_stats = train_model(run.session, run.settings, run.setup, run.reader, ModelFeed{nullptr, 0, false},
-                               nullptr, run.context);
+      rank_stats = run_model_side(run, ModelFeed{nullptr, 0, false}, nullptr, MPI_COMM_NULL);
     } else {
       run_one_process(run, rank_stats);
     }

@@ -12,6 +12,8 @@ lists each pass's step and sample indices.
 --ready-after K FILE: after K batches, model rank 0 creates FILE (the test then signals mpirun).
 --sleep-rank R SECONDS: model rank R sleeps SECONDS in each step (a straggler).
 --pid-file F: each rank writes its process id to F ({rank}: its model rank) once its feed is open.
+--nan-loss-at STEP RANK: model rank RANK reports a NaN loss at global STEP (feed.loss); every
+other step and rank reports 1.0. The loss a diverged model would give.
 """
 import argparse
 import json
@@ -33,6 +35,7 @@ parser.add_argument("--pace", type=float, default=0)
 parser.add_argument("--ready-after", nargs=2)
 parser.add_argument("--sleep-rank", nargs=2)
 parser.add_argument("--pid-file")
+parser.add_argument("--nan-loss-at", nargs=2, type=int)
 args = parser.parse_args()
 
 record = {"batches": [], "validations": []}
@@ -61,6 +64,9 @@ try:
         assert tuple(batch.mels.shape) == tuple(batch.dlpack("mels").shape)
         record["batches"].append({"global_step": batch.global_step, "epoch": batch.epoch, "step": batch.step,
                                   "indices": batch.indices.tolist(), "frames": batch.mel_lens.sum().item()})
+        if args.nan_loss_at:
+            diverged = [batch.global_step, feed.rank] == args.nan_loss_at
+            feed.loss(float("nan") if diverged else 1.0)
         if args.stop_data_after and feed.rank == 0 and len(record["batches"]) == int(args.stop_data_after[0]):
             pids = subprocess.run(["pgrep", "-f", args.stop_data_after[1]], capture_output=True, text=True).stdout.split()
             for pid in pids:

@@ -92,6 +92,11 @@ class CpuQuota:
         os.rmdir(self.dir)
 
 
+def read_text(path):
+    with open(path) as file:
+        return file.read()
+
+
 def write(path, text):
     with open(path, "w") as file:
         file.write(text)
@@ -490,6 +495,99 @@ class PythonRanks(unittest.TestCase):
         self.assertEqual([v["rank"] for v in descheduled], [mpi_rank], report["verdicts"])
         self.assertEqual(descheduled[0]["numbers"]["cause"], "stopped_or_starved", descheduled[0])
         self.assertLess(descheduled[0]["numbers"]["ran_fraction"], 0.5, descheduled[0])
+
+
+def rank_pid(marker, mpi_rank):
+    """The process of MPI rank `mpi_rank` whose command line holds `marker` (a run's own path)."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline") as file:
+                argv = file.read().split("\0")
+            with open(f"/proc/{pid}/environ") as file:
+                environ = file.read().split("\0")
+        except OSError:
+            continue
+        if any(marker in a for a in argv) and f"OMPI_COMM_WORLD_RANK={mpi_rank}" in environ:
+            return int(pid)
+    raise AssertionError(f"no rank {mpi_rank} of the run at {marker}")
+
+
+class ModelRankContract(unittest.TestCase):
+    """One model side (runtime/train/batch_stream.h): the same cases, run against C++ model ranks
+    (`mpirun -np 3 sluice train`: a data rank and two model ranks) and Python model ranks (`mpirun
+    -np 1 sluice train : -np 2 python3 feed_probe.py`), must end the same way."""
+
+    KINDS = ("cpp", "python")
+    setUpClass = classmethod(PythonRanks.setUpClass.__func__)
+    command, start_and_wait_for, records = PythonRanks.command, PythonRanks.start_and_wait_for, PythonRanks.records
+
+    def contract_job(self, kind, name, steps, extra=(), probe_args=()):
+        """The job's command for `kind`; MPI ranks 1 and 2 are its model ranks either way."""
+        if kind == "python":
+            out = os.path.join(self.work, name + "-rank{rank}.json")
+            return self.command(name, steps, [PROBE, out, *probe_args], extra)
+        run_dir = os.path.join(self.work, name)
+        return run_dir, [MPIEXEC, "--oversubscribe", "--bind-to", "none", "-np", "3", SLUICE, "train", "--cache",
+                         self.cache, "--run-dir", run_dir, "--steps", str(steps), *COMMON, *extra]
+
+    # A non-finite loss on one model rank stops every model rank at that step, before a checkpoint
+    # or another batch: the error names the step and the rank, the job fails. The C++ ranks
+    # diverge for real (a learning rate of 10); the Python rank reports the NaN a diverged script
+    # would compute.
+    def test_nonfinite_loss_stops_every_model_rank_at_one_step(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                name = "nonfinite-" + kind
+                diverge = ["--set", "optim.lr=10", "--set", "optim.weight_decay=10", "--set", "optim.grad_clip=0",
+                           "--set", "optim.warmup_steps=0"] if kind == "cpp" else []
+                run_dir, command = self.contract_job(kind, name, 60, diverge, ["--nan-loss-at", "5", "1"])
+                code, output = run(command)
+                self.assertNotEqual(code, 0, output)
+                said = "the training loss is not finite at global step "
+                self.assertIn(said, output)
+                step = int(output[output.index(said) + len(said):].split()[0])
+                self.assertIn("on model rank", output[output.index(said):])
+                self.assertIn("Stopped without writing a checkpoint", output)
+                if kind == "python":
+                    self.assertEqual(step, 5, output)
+                    self.assertIn("on model rank 2 (host", output)  # model rank 1 is MPI rank 2
+                    records = self.records(name)
+                    self.assertEqual(len(records), 2, output)
+                    for record in records:  # both stopped at the same step, neither trained past it
+                        self.assertIn(said + "5 ", record["error"]["message"])
+                        self.assertEqual([b["global_step"] for b in record["batches"]], list(range(6)))
+                else:
+                    self.assertFalse(os.path.exists(os.path.join(run_dir, "checkpoints", f"step-{step + 1:010d}.pt")))
+
+    # SIGUSR1 to one model rank only (MPI rank 2): the model ranks agree to stop at one step, the
+    # data rank takes its closed channels as the stop, the job exits 4 and every rank says stopped.
+    def test_stop_signal_to_one_model_rank_stops_every_rank_at_one_step(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                name = "contract-stop-" + kind
+                ready = os.path.join(self.work, name + ".ready")
+                if kind == "python":
+                    run_dir, command = self.contract_job(kind, name, 100000, (), ["--ready-after", "3", ready])
+                    job = self.start_and_wait_for(command, ready, "the Python ranks never took 3 batches")
+                else:
+                    run_dir, command = self.contract_job(kind, name, 100000, ["--set", "train.log_every=1"])
+                    with open(ready, "w") as log:
+                        job = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True)
+                    deadline = time.monotonic() + 180
+                    while job.poll() is None and time.monotonic() < deadline and "step 3/" not in read_text(ready):
+                        time.sleep(0.05)
+                os.kill(rank_pid(run_dir if kind == "cpp" else os.path.join(self.work, name), 2), signal.SIGUSR1)
+                try:
+                    output = job.communicate(timeout=180)[0] or read_text(ready)
+                except subprocess.TimeoutExpired:
+                    job.kill()
+                    self.fail(f"SIGUSR1 to one {kind} model rank did not stop the job")
+                self.assertEqual(job.returncode, 4, output)
+                stopped = [read_json(os.path.join(run_dir, "ranks", f"rank-{r}.json"))["stopped_at"] for r in (1, 2)]
+                self.assertEqual(stopped[0], stopped[1], output)
+                self.assertGreaterEqual(stopped[0], 3, output)
+                for r in (0, 1, 2):
+                    self.assertEqual(read_json(os.path.join(run_dir, "timeline", f"rank-{r}.json"))["status"], "stopped")
 
 
 if __name__ == "__main__":
