@@ -14,10 +14,10 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_session.h"
-#include "measure/bench_sweep.h"
-#include "measure/cache_read_bench.h"
-#include "measure/mel_bench.h"
-#include "measure/transport_bench.h"
+#include "bench/measure/bench_sweep.h"
+#include "bench/measure/cache_read_bench.h"
+#include "bench/measure/mel_bench.h"
+#include "bench/measure/transport_bench.h"
 #include "model/device_facts.h"
 
 namespace sluice {

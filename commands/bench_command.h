@@ -1,6 +1,6 @@
 #pragma once
 // The command line of `sluice bench sweep|max-batch|transport|cache|mel`, kept out of main.cpp:
-// main adds it to its CLI::App and asks it to run; the measuring cores are in measure/.
+// main adds it to its CLI::App and asks it to run; the measuring cores are in bench/measure/.
 #include <memory>
 #include <optional>
 

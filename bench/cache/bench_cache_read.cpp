@@ -1,6 +1,6 @@
 // bench_cache_read: how fast a data rank gets samples out of the HDF5 cache, compared with plain
 // sequential read() of the same shard files, measured in the same run (what each step measures:
-// measure/cache_read_bench.h, whose core this is also `sluice bench cache`).
+// bench/measure/cache_read_bench.h, whose core this is also `sluice bench cache`).
 //
 // Usage: bench_cache_read [--dir DIR] [--samples N] [--shard-size N] [--n-mels N]
 //          [--chunk-frames N] [--gzip L] [--batch N] [--batches N] [--opens N]
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "measure/cache_read_bench.h"
+#include "bench/measure/cache_read_bench.h"
 
 namespace {
 

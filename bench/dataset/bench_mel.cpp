@@ -1,5 +1,5 @@
 // bench_mel: single-thread throughput of sluice's feature path against torchaudio on the same
-// files, in the same run. The measuring core is measure/mel_bench.h (also `sluice bench mel`);
+// files, in the same run. The measuring core is bench/measure/mel_bench.h (also `sluice bench mel`);
 // this is its command line.
 //
 //   bench_mel [--clips N] [--rate HZ] [--repeat K] [--python PATH] [--baseline SCRIPT]
@@ -8,7 +8,7 @@
 #include <iostream>
 #include <string>
 
-#include "measure/mel_bench.h"
+#include "bench/measure/mel_bench.h"
 
 namespace {
 

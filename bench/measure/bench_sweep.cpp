@@ -1,4 +1,4 @@
-#include "measure/bench_sweep.h"
+#include "bench/measure/bench_sweep.h"
 
 #include <sys/wait.h>
 

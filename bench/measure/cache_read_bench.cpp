@@ -1,4 +1,4 @@
-#include "measure/cache_read_bench.h"
+#include "bench/measure/cache_read_bench.h"
 
 #include <fcntl.h>
 #include <stdlib.h>

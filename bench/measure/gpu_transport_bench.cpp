@@ -1,6 +1,6 @@
 // The GPU table of the transport benchmark (transport_bench.h): the GPU transports against the
 // device's own copy engines and NCCL, measured in the same run. Compiled only when the build has
-// CUDA (SLUICE_HAVE_CUDA, measure/CMakeLists.txt); CUDA and NCCL stay private to this file, and
+// CUDA (SLUICE_HAVE_CUDA, bench/measure/CMakeLists.txt); CUDA and NCCL stay private to this file, and
 // their return codes become errors in the transport's layer (runtime/transport/cuda_check.h).
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "measure/transport_bench_support.h"
+#include "bench/measure/transport_bench_support.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/log.h"

@@ -1,4 +1,4 @@
-#include "measure/mel_bench.h"
+#include "bench/measure/mel_bench.h"
 
 #include <sndfile.h>
 #include <time.h>

@@ -1,4 +1,4 @@
-#include "measure/transport_bench.h"
+#include "bench/measure/transport_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 #include <mpi.h>
 
 #include "common/clock.h"
-#include "measure/transport_bench_support.h"
+#include "bench/measure/transport_bench_support.h"
 #include "common/mpi_session.h"
 #include "runtime/transport/gpu_facts.h"
 #include "runtime/transport/inproc_channel.h"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "measure/transport_bench.h"
+#include "bench/measure/transport_bench.h"
 #include "runtime/transport/feed_channel.h"
 #include "runtime/transport/inproc_channel.h"
 

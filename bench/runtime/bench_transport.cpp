@@ -1,7 +1,7 @@
 // bench_transport: feed transport bandwidth by batch size against the physical baseline measured
 // in the same run (a host memcpy of the same size; on a GPU, a device-to-device copy and NCCL
 // send-to-self), in the manner of nccl-tests' sendrecv columns. A benchmark, not a test: it
-// asserts nothing about time. The measuring core is measure/transport_bench.h (also `sluice
+// asserts nothing about time. The measuring core is bench/measure/transport_bench.h (also `sluice
 // bench transport`); this is its command line.
 //
 //   mpirun --bind-to none -np 2 bench_transport [--min-bytes N] [--max-bytes N] [--slots K]
@@ -17,7 +17,7 @@
 #include <exception>
 #include <string>
 
-#include "measure/transport_bench.h"
+#include "bench/measure/transport_bench.h"
 #include "common/mpi_session.h"
 
 int main(int argc, char** argv) {

@@ -1,7 +1,7 @@
 #pragma once
 // The one layer where CUDA and NCCL return codes become TransportError: the message names the
 // call, the CUDA device and file:line. Used by the GPU transports and by code beside them that
-// calls CUDA itself (measure/gpu_transport_bench.cpp). Include it only from a target that links
+// calls CUDA itself (bench/measure/gpu_transport_bench.cpp). Include it only from a target that links
 // CUDA::cudart (and NCCL for the NCCL half), under SLUICE_HAVE_CUDA: it is the transport's one
 // public header that includes cuda_runtime_api.h.
 #if SLUICE_HAVE_CUDA

@@ -1,7 +1,7 @@
 #pragma once
 // Private to runtime/transport, compiled when SLUICE_HAVE_CUDA: RAII handles for the few CUDA
 // objects the GPU transports own. Destructors log, never throw. CUDA and NCCL return codes become
-// TransportError in cuda_check.h (public: measure/ uses the same layer).
+// TransportError in cuda_check.h (public: bench/measure/ uses the same layer).
 #if SLUICE_HAVE_CUDA
 
 #include <cstddef>

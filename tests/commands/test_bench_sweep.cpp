@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "measure/bench_sweep.h"
+#include "bench/measure/bench_sweep.h"
 #include "common/error.h"
 #include "tests/support/command.h"
 

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "measure/transport_bench.h"
+#include "bench/measure/transport_bench.h"
 #include "common/mpi_session.h"
 #include "runtime/transport/gpu_facts.h"
 #include "tests/support/mpi_gtest.h"
