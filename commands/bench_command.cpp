@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "commands/config_options.h"
+#include "commands/command_options.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -43,8 +43,7 @@ struct BenchCommand::Options {
   bool no_replay = false;
 
   CLI::App* max_batch = nullptr;
-  std::vector<std::string> max_batch_overrides;
-  std::string max_batch_config;
+  ConfigOptions max_batch_config;
   model::MaxBatchRequest max_batch_request;
 
   CLI::App* transport = nullptr;
@@ -91,7 +90,7 @@ struct BenchCommand::Options {
         "(doubling, then binary search with out-of-memory caught), report the caching allocator's peak allocated "
         "memory, and recommend it minus a safety margin. Needs a CUDA device; on a CPU-only machine it says so "
         "and exits 1.");
-    attach_config_options(*max_batch, max_batch_config, max_batch_overrides);
+    max_batch_config.attach(*max_batch);
     max_batch->add_option("--frames", max_batch_request.frames, "padded mel frames per sample (default 800)")
         ->check(CLI::Range(1, 1 << 20));
     max_batch->add_option("--tokens", max_batch_request.tokens, "padded tokens per sample (default 160)")
@@ -158,7 +157,7 @@ struct BenchCommand::Options {
                                                        : fs::path(sweep_scratch);
     for (const auto& spec : sweep_specs) sweep_options.axes.push_back(benchmark::parse_sweep(spec));
     // Fails early, naming the file and key, before any run starts.
-    auto settings = load_settings(sweep_options.config_file, sweep_options.overrides);
+    auto settings = ConfigOptions{sweep_options.config_file, sweep_options.overrides}.load();
     for (const auto& axis : sweep_options.axes) {
       for (const auto& value : axis.values) settings.set(axis.key, value, "--sweep");
   }
@@ -166,7 +165,7 @@ struct BenchCommand::Options {
   }
 
   int run_max_batch() {
-    const auto settings = load_settings(max_batch_config, max_batch_overrides);
+    const auto settings = max_batch_config.load();
     model::MaxBatchRequest& request = max_batch_request;
     request.model.kind = settings.string("model.kind");
     request.model.size = settings.string("model.size");

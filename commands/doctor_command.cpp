@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "commands/config_options.h"
+#include "commands/command_options.h"
 #include "commands/doctor.h"
 #include "common/config.h"
 #include "common/error.h"
@@ -15,8 +15,7 @@ namespace sluice {
 
 struct DoctorCommand::Options {
   CLI::App* doctor = nullptr;
-  std::string config_file;
-  std::vector<std::string> overrides;
+  ConfigOptions config;
   std::string cache;
   runtime::DoctorOptions doctor_options;
   double read_mb = 1024;
@@ -25,7 +24,7 @@ struct DoctorCommand::Options {
 DoctorCommand::DoctorCommand(CLI::App& app) : options_(std::make_unique<Options>()) {
   Options& o = *options_;
   o.doctor = app.add_subcommand("doctor", doctor_summary);
-  attach_config_options(*o.doctor, o.config_file, o.overrides);
+  o.config.attach(*o.doctor);
   o.doctor->add_option("--cache", o.cache, "cache directory to check (sets cache.dir)");
   o.doctor->add_option("--ranks", o.doctor_options.ranks,
                        "plan the roles for this many ranks (default: this launch's ranks; 1 alone)")
@@ -53,7 +52,7 @@ std::optional<int> DoctorCommand::run(MpiSession& session) {
   std::string config_error;
   std::optional<config::Config> settings;
   try {
-    settings = load_settings(o.config_file, o.overrides);
+    settings = o.config.load();
     if (!o.cache.empty()) settings->set("cache.dir", o.cache, "--cache");
   } catch (const ConfigError& error) {
     config_error = error.what();

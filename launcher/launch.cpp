@@ -1,6 +1,7 @@
-// The command line both executables share (launch.h): the commands that need no libtorch (prep,
-// cache, config, report), the exit codes, and the dispatch. It holds no logic of its own: each
-// command hands over to runtime/, cache/ or report/.
+// The dispatch both executables share (launch.h): the commands that need no libtorch (prep,
+// cache, config, report: commands/), the exit codes, and the end of a failed job. It holds no
+// logic of its own: each command's line is in commands/, which hands over to runtime/, cache/ or
+// report/.
 #include "launcher/launch.h"
 
 #include <algorithm>
@@ -14,15 +15,16 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cache/cache_inspector.h"
-#include "cache/cache_verifier.h"
 #include "commands/bench_command.h"
+#include "commands/cache_command.h"
+#include "commands/config_command.h"
 #include "commands/doctor_command.h"
+#include "commands/prep_command.h"
+#include "commands/report_command.h"
+#include "commands/train_command.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_session.h"
-#include "launcher/options.h"
-#include "report/write_report.h"
 #include "runtime/prep/prep_job.h"
 
 namespace sluice::launcher {
@@ -44,147 +46,22 @@ constexpr const char* exit_codes_help =
     "writing a checkpoint (rerun with --resume); 5 the machine refused (disk full, read-only file system, "
     "permissions: the file is named; fix it and rerun).";
 
-// `sluice prep`: its options, which override the config's corpus.path, cache.dir, prep.threads
-// and prep.overwrite.
-struct PrepCommand {
-  ConfigOptions config;
-  std::string corpus, out;
-  bool overwrite = false;
-  int threads = -1;
-
-  void add(CLI::App& app) {
-    auto* prep = app.add_subcommand(
-        "prep",
-        "Prepare the feature cache: corpus -> sharded HDF5 (mels, token ids). Run under `mpirun -np N` "
-        "or `srun` to split the work across ranks by audio duration; reruns keep finished shards.");
-    config.attach(*prep);
-    prep->footer(
-        "Writes CACHE/shard-NNNNN.h5, index.h5, manifest.json (last), rejects.jsonl, prep-report.json, "
-        "the effective config sluice-prep.yaml, timeline/rank-N.json and the prep report (report.md, report.json, "
-        "report.html, trace.json).\nExit codes: 0 done; 1 failed (finished shards are "
-        "kept: rerun to resume); 2 bad option or config, or the cache was made from other inputs "
-        "(--overwrite replaces it); 3 more rejects than prep.max_reject_fraction (see rejects.jsonl); "
-        "5 the disk is full or read-only (the file is named; fix it and rerun to resume).\n"
-        "Corpus formats (corpus.format; auto recognises each by its files; audio: wav, flac, ogg, opus, mp3):\n"
-        "  ljspeech     DIR/metadata.csv `LJ001-0001|text|normalized text` + DIR/wavs/LJ001-0001.flac\n"
-        "  jsonl        FILE.jsonl `{\"id\":\"x1\",\"audio\":\"wavs/x1.wav\",\"text\":\"hi\",\"speaker\":\"s1\",\"language\":\"en\"}`\n"
-        "  libritts     DIR/train-clean-100/103/1240/103_1240_000000_000000.wav + .normalized.txt (or 103_1240.trans.tsv)\n"
-        "  vctk         DIR/wav48_silence_trimmed/p225/p225_001_mic1.flac + DIR/txt/p225/p225_001.txt (corpus.vctk_mic)\n"
-        "  commonvoice  cv-corpus-*/fa/validated.tsv (corpus.split) + clips/common_voice_fa_19255379.mp3\n"
-        "See docs/cache-format.md.");
-    prep->add_option("--corpus", corpus,
-                     "corpus to read (sets corpus.path): a corpus folder as downloaded (LJSpeech, LibriTTS, "
-                     "VCTK, Common Voice locale folder), a Common Voice .tsv or a .jsonl manifest");
-    prep->add_option("-o,--out", out, "cache directory to write (sets cache.dir)");
-    prep->add_option("--threads", threads, "decode/feature threads per rank (sets prep.threads; 0 = auto)")
-        ->check(non_negative());
-    prep->add_flag("--overwrite", overwrite,
-                   "replace an existing cache made from other settings or inputs (sets prep.overwrite)");
-  }
-
-  // Before MPI starts: the settings, and the corpus listing started on a thread of its own
-  // (runtime/prep/prep_job.h, step 1). A bad config is kept for run(), which says it once MPI
-  // knows which rank is rank 0.
-  void start() {
-    try {
-      settings = config.load();
-      if (!corpus.empty()) settings->set("corpus.path", corpus, "--corpus");
-      if (!out.empty()) settings->set("cache.dir", out, "--out");
-      if (threads >= 0) settings->set("prep.threads", std::to_string(threads), "--threads");
-      if (overwrite) settings->set("prep.overwrite", "true", "--overwrite");
-      listing = runtime::start_listing(*settings);
-    } catch (...) {
-      start_error = std::current_exception();
-    }
-  }
-
-  double join_timeout_s() const { return settings ? settings->number("runtime.timeout_s") : config.timeout_s(); }
-
-  int run(const MpiSession& session) {
-    if (start_error) std::rethrow_exception(start_error);
-    return runtime::run_prep(session, *settings, std::move(listing));
-  }
-
- private:
-  std::optional<config::Config> settings;
-  std::future<dataset::CorpusListing> listing;
-  std::exception_ptr start_error;
-};
-
-// The commands that never need other ranks, and so run without MPI: `sluice cache verify|inspect`,
-// `sluice config reference|show` and `sluice report`.
+// The commands that need neither libtorch nor other ranks.
 struct OfflineCommands {
-  CLI::App *verify = nullptr, *inspect = nullptr, *reference = nullptr, *show = nullptr, *report = nullptr;
-  std::string verify_dir, inspect_dir, report_dir;
-  bool inspect_json = false;
-  ConfigOptions show_config;
+  CacheCommand cache;
+  ConfigCommand config;
+  ReportCommand report;
 
   void add(CLI::App& app) {
-    add_cache(app);
-    add_config(app);
-    add_report(app);
+    cache.add(app);
+    config.add(app);
+    report.add(app);
   }
-
-  void add_cache(CLI::App& app) {
-    auto* cache = app.add_subcommand("cache", "Check or summarise a finished cache");
-    cache->require_subcommand(1);
-    verify = cache->add_subcommand(
-        "verify", "Read every chunk of every shard (fletcher32), check offsets, counts and fingerprint; "
-                  "exit 1 naming each faulty shard and sample; 2 when DIR does not exist");
-    verify->add_option("DIR", verify_dir, "cache directory")->required()->check(CLI::ExistingDirectory);
-    inspect = cache->add_subcommand(
-        "inspect", "Totals, length histograms, per-language and per-speaker counts, vocabulary coverage");
-    inspect->add_option("DIR", inspect_dir, "cache directory")->required()->check(CLI::ExistingDirectory);
-    inspect->add_flag("--json", inspect_json, "print JSON instead of text");
-  }
-
-  void add_config(CLI::App& app) {
-    auto* config = app.add_subcommand("config", "Show the configuration schema or an effective configuration");
-    config->require_subcommand(1);
-    reference = config->add_subcommand("reference", "Every setting with its type, default and meaning (Markdown)");
-    show = config->add_subcommand("show", "The effective configuration after the file and --set overrides (YAML)");
-    show_config.attach(*show);
-  }
-
-  // `sluice report DIR`: the bottleneck report from a run's saved timelines (report/, docs/report.md).
-  void add_report(CLI::App& app) {
-    report = app.add_subcommand(
-        "report", "Write the bottleneck report of a train run directory or a prep cache directory from its saved "
-                  "per-rank timelines (report.md, report.json, report.html, trace.json) and print the verdicts");
-    report->add_option("DIR", report_dir, "train.run_dir of a `sluice train` run, or a `sluice prep` cache directory")
-        ->required()
-        ->check(CLI::ExistingDirectory);
-    report->footer("Reads DIR/timeline/rank-N.json (every rank writes one at exit, and on a failure); train or prep "
-                   "is told by the timelines' job. Rules and thresholds: docs/report.md.\nExit codes: 0 written; "
-                   "1 no timelines in DIR/timeline, or a malformed one (named); 2 bad option or no such DIR.");
-  }
-
   // The chosen command's exit code, or nullopt when none of these was chosen.
   std::optional<int> run() const {
-    if (*reference) {
-      std::cout << "# sluice configuration reference\n" << runtime::settings_schema().reference_markdown();
-      return 0;
-    }
-    if (*show) {
-      std::cout << show_config.load().to_yaml();
-      return 0;
-    }
-    if (*verify) {
-      // 0 when the cache is sound; 1 with every fault listed (shard file, sample) otherwise.
-      const cache::VerifyResult result = cache::verify_cache(verify_dir);
-      std::cout << result.to_text();
-      return result.ok() ? 0 : 1;
-    }
-    if (*inspect) {
-      const cache::InspectResult result = cache::inspect_cache(inspect_dir);
-      std::cout << (inspect_json ? result.to_json().dump(2) + "\n" : result.to_text());
-      return 0;
-    }
-    if (*report) {
-      std::cout << report::write_report(report_dir);
-      return 0;
-    }
-    return std::nullopt;
+    if (const auto code = cache.run()) return code;
+    if (const auto code = config.run()) return code;
+    return report.run();
   }
 };
 
@@ -292,15 +169,14 @@ int launch(int argc, char** argv, TorchCommands* torch) {
   app.footer(exit_codes_help);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   if (const auto code = run_without_mpi(offline, torch)) return *code;
-  const CLI::App* prep_command = app.get_subcommand("prep");
-  if (torch == nullptr && !prep_command->parsed()) {
+  if (torch == nullptr && !prep.chosen()) {
     // Not reached from main, which hands these commands over before parsing.
     log::get("launcher")->error("train, doctor and bench run in sluice-train, which this executable starts for them");
     return exit_usage;
   }
 
-  if (prep_command->parsed()) prep.start();
-  MpiSession session(&argc, &argv, prep_command->parsed() ? prep.join_timeout_s() : torch->join_timeout_s());
+  if (prep.chosen()) prep.start();
+  MpiSession session(&argc, &argv, prep.chosen() ? prep.join_timeout_s() : torch->join_timeout_s());
   double abort_grace_s = 1.0;  // until train reads runtime.timeout_s
   try {
     if (torch != nullptr) {

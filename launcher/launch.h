@@ -22,12 +22,6 @@ class MpiSession;
 
 namespace launcher {
 
-// `sluice train`'s one-line summary, listed by both executables' --help.
-inline constexpr const char* train_summary =
-    "Train on a prepared cache. Under `mpirun -np N` / `srun` every rank gets a role: data ranks read the cache "
-    "and feed batches to model ranks, model ranks train with data parallelism. One process (no mpirun) feeds "
-    "itself from a thread.";
-
 // The commands that need libtorch (train, doctor, bench), as sluice-train adds and runs them.
 class TorchCommands {
  public:

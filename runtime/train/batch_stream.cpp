@@ -49,6 +49,7 @@ std::optional<StreamBatch> BatchStream::next() {
   batch.step = batch.host.header->step;
   tally_.count(batch.host);
   step_open_ = true;
+  span_open_ = spans_ == StepSpans::script;
   step_marked_ = false;
   reported_loss_.reset();
   ++next_step_;
@@ -104,6 +105,7 @@ BatchPointers BatchStream::receive_or_replay(StreamBatch& batch) {
 
 void BatchStream::end_step(std::optional<double> loss) {
   if (!step_open_) return;
+  step_open_ = false;
   end_step_span();
   release_slot();
   agree(loss.value_or(0.0));
@@ -133,9 +135,8 @@ void BatchStream::release_slot() {
 // slow outside its marked spans stays the slowest in the report's straggler rule, instead of
 // only its DDP peers' backward (where they wait for it inside the gradient all-reduce) growing.
 void BatchStream::end_step_span() {
-  if (!step_open_) return;
-  step_open_ = false;
-  if (spans_ == StepSpans::own) return;
+  if (!span_open_) return;
+  span_open_ = false;
   const int64_t end_ns = timing::now_ns();
   tally_.add_compute(static_cast<double>(end_ns - step_start_ns_) * 1e-9);
   record_unmarked(end_ns);
@@ -269,7 +270,7 @@ void BatchStream::mark(timing::Stage stage, int64_t start_ns, int64_t end_ns) {
   span.start_ns = start_ns;
   span.end_ns = std::max(start_ns, end_ns);
   span.step = std::max<int64_t>(parts_.setup.first_step, next_step_ - 1);
-  if (step_open_) {
+  if (span_open_) {
     step_marked_ = true;
     record_unmarked(std::min(start_ns, span.end_ns));  // the script's time before this span
     marked_until_ns_ = std::max(marked_until_ns_, span.end_ns);

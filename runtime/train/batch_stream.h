@@ -162,7 +162,8 @@ class BatchStream {
   std::unique_ptr<ReplayBatches> replay_;
   std::optional<transport::ReceivedBatch> current_;
   std::optional<DeviceBatch> device_batch_;  // a batch that arrived on the GPU (its host copy of the header)
-  bool step_open_ = false;
+  bool step_open_ = false;   // a batch is out and its step not ended (end_step)
+  bool span_open_ = false;   // StepSpans::script: the step's compute span, until validation or end_step
   bool step_marked_ = false;
   int64_t step_start_ns_ = 0;
   int64_t marked_until_ns_ = 0;  // the open step is covered by spans up to here

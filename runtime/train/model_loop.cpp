@@ -157,8 +157,8 @@ json ModelLoop::run() {
 // (the stream's validation batches) and all-reduces (loss x samples, samples). A non-finite mean
 // stops the run as a non-finite training loss does (batch_stream.h, STOP AGREEMENT); NaN without
 // validation samples.
+// The pass, its all-reduce included, is one validation span (the stream's).
 double ModelLoop::mean_validation_loss(int64_t done) {
-  timing::ScopedSpan span(timing::Stage::validation, done - 1);
   double sums[2] = {0, 0};  // loss x samples, samples
   stream_.start_validation();
   while (const std::optional<StreamBatch> batch = stream_.next_validation()) {
@@ -166,9 +166,9 @@ double ModelLoop::mean_validation_loss(int64_t done) {
     sums[0] += loss * static_cast<double>(batch->host.header->batch_size);
     sums[1] += static_cast<double>(batch->host.header->batch_size);
   }
-  stream_.end_validation();
   float buffer[2] = {static_cast<float>(sums[0]), static_cast<float>(sums[1])};
   if (reducer_ != nullptr) reducer_->all_reduce_sum(buffer, 2);
+  stream_.end_validation();
   if (buffer[1] <= 0) return std::nan("");
   const double mean = static_cast<double>(buffer[0]) / static_cast<double>(buffer[1]);
   if (!std::isfinite(mean)) {
