@@ -229,10 +229,9 @@ std::string verdict_html(const std::vector<StallVerdict>& verdicts) {
   std::string html = "<h2>Verdict</h2>";
   if (verdicts.empty()) html += "<div class='verdict none'>No rule fired.</div>";
   for (const auto& v : verdicts) {
-    std::string name = v.kind;
-    std::replace(name.begin(), name.end(), '_', '-');
+    const std::string severity(to_string(v.severity));
     html += fmt::format("<div class='verdict {}'><b>{} {}</b>: {}<div class='rec'>what to do: {}</div></div>",
-                        v.severity.empty() ? "none" : v.severity, escape(name), escape(v.severity), escape(v.summary),
+                        severity.empty() ? "none" : severity, escape(v.title()), escape(severity), escape(v.summary),
                         escape(v.recommendation));
   }
   return html;
@@ -250,8 +249,6 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
   return html + "</table>";
 }
 
-std::string ms(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
-std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
 
 }  // namespace
 
@@ -263,7 +260,7 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
   body += fmt::format("<p>Steady state: steps {}–{} ({} per model rank after {} warm-up steps). Input wait {}, exposed "
                       "all-reduce {}, exposed transfer {}. Clock uncertainty ±{:.1f} us; causality violations {} of {}.</p>",
                       a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
-                      pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction), pct(a.transfer_exposed_fraction),
+                      percent(a.input_wait_fraction), percent(a.allreduce_exposed_fraction), percent(a.transfer_exposed_fraction),
                       static_cast<double>(a.clock.max_uncertainty_ns) / 1000, a.clock.causality.violations,
                       a.clock.causality.pairs_checked);
   if (a.steady.capped) body += "<p>" + escape(capped_window_text(a)) + "</p>";
@@ -290,7 +287,7 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
   std::vector<Bar> bars;
   for (const auto& m : a.model_ranks) {
     Bar b{m.name, {}};
-    for (const auto& [stage, breakdown] : m.stages) b.parts.emplace_back(std::string(timing::to_string(stage)), 1000 * breakdown.per_step.mean);
+    for (const auto& [stage, breakdown] : m.stages) b.parts.emplace_back(stage_name(stage), 1000 * breakdown.per_step.mean);
     bars.push_back(b);
   }
   body += stacked_bars("Stage breakdown per model rank (mean per steady step)", bars, "ms");
@@ -299,7 +296,7 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
     Bar b{d.name, {}};
     for (Stage stage : data_stages) {
       if (stage == Stage::cache_read || stage == Stage::collate) continue;
-      b.parts.emplace_back(std::string(timing::to_string(stage)), 100 * d.stage_fraction.at(stage));
+      b.parts.emplace_back(stage_name(stage), 100 * d.stage_fraction.at(stage));
     }
     data_bars.push_back(b);
   }
@@ -334,18 +331,18 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
   body += "<h2>Model ranks (steady steps, ms)</h2>";
   std::vector<std::vector<std::string>> rows;
   for (const auto& m : a.model_ranks) {
-    rows.push_back({m.name, std::to_string(m.steady_steps), ms(m.step_seconds.p50), ms(m.step_seconds.p95),
-                    ms(m.step_seconds.p99), ms(m.busy_seconds.p50), pct(m.input_wait_fraction),
-                    pct(m.allreduce_exposed_fraction)});
+    rows.push_back({m.name, std::to_string(m.steady_steps), milliseconds(m.step_seconds.p50), milliseconds(m.step_seconds.p95),
+                    milliseconds(m.step_seconds.p99), milliseconds(m.busy_seconds.p50), percent(m.input_wait_fraction),
+                    percent(m.allreduce_exposed_fraction)});
   }
   body += table({"rank", "steps", "step p50", "p95", "p99", "busy p50", "input wait", "exposed all-reduce"}, rows);
   if (!a.data_ranks.empty()) {
     body += "<h2>Data ranks (share of the steady window)</h2>";
     rows.clear();
     for (const auto& d : a.data_ranks) {
-      rows.push_back({d.name, pct(d.stage_fraction.at(Stage::cache_read)), pct(d.stage_fraction.at(Stage::collate)),
-                      pct(d.stage_fraction.at(Stage::wait_for_reader)), pct(d.stage_fraction.at(Stage::credit_wait)),
-                      pct(d.stage_fraction.at(Stage::send)), std::to_string(d.batches_sent),
+      rows.push_back({d.name, percent(d.stage_fraction.at(Stage::cache_read)), percent(d.stage_fraction.at(Stage::collate)),
+                      percent(d.stage_fraction.at(Stage::wait_for_reader)), percent(d.stage_fraction.at(Stage::credit_wait)),
+                      percent(d.stage_fraction.at(Stage::send)), std::to_string(d.batches_sent),
                       d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-", from_storage_text(a, d)});
     }
     body += table({"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth",
@@ -358,7 +355,7 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
     rows.clear();
     for (const auto& c : a.cpu) {
       if (!c.measured) continue;
-      rows.push_back({c.name + (c.descheduled ? " (descheduled)" : ""), pct(c.ran_fraction), std::to_string(c.stalls),
+      rows.push_back({c.name + (c.descheduled ? " (descheduled)" : ""), percent(c.ran_fraction), std::to_string(c.stalls),
                       fmt::format("{:.2f}", c.cpu_cores_mean), c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
                       fmt::format("{:.1f}", c.throttled_seconds),
                       c.storage_measured ? bytes_text(static_cast<double>(c.storage_read_bytes)) : "-",
@@ -380,7 +377,7 @@ std::string prep_report_html(const PrepAnalysis& a, const std::string& cache_dir
     throughput.push_back({r.name, {{"rows/s", r.rows_per_second}}});
     Bar b{r.name, {}};
     for (Stage stage : prep_stages) {
-      b.parts.emplace_back(std::string(timing::to_string(stage)), r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0);
+      b.parts.emplace_back(stage_name(stage), r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0);
     }
     stages.push_back(b);
     rows_seconds.insert(rows_seconds.end(), r.row_busy_seconds.begin(), r.row_busy_seconds.end());

@@ -11,9 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string name_of(Stage stage) { return std::string(timing::to_string(stage)); }
-std::string ms(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
-std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
 
 // The bytes a rank fetched from block devices in the window; "-" when not measured.
 std::string storage_read_text(const RankCpu& c) {
@@ -22,7 +19,7 @@ std::string storage_read_text(const RankCpu& c) {
 
 json stages_json(const std::map<Stage, StageBreakdown>& stages) {
   json j = json::object();
-  for (const auto& [stage, b] : stages) j[name_of(stage)] = {{"per_step", b.per_step.to_json()}, {"fraction", b.fraction}};
+  for (const auto& [stage, b] : stages) j[stage_name(stage)] = {{"per_step", b.per_step.to_json()}, {"fraction", b.fraction}};
   return j;
 }
 
@@ -61,7 +58,7 @@ json hang_json(const HangFacts& h) {
 json analysis_window_json(const TrainAnalysis& a) {
   const WholeRun& w = a.whole_run;
   json stages = json::object();
-  for (Stage stage : model_step_stages) stages[name_of(stage)] = w.fraction(stage);
+  for (Stage stage : model_step_stages) stages[stage_name(stage)] = w.fraction(stage);
   return {{"max_steps", max_analysed_steps},
           {"capped", a.steady.capped},
           {"first_step", a.steady.first_step},
@@ -100,7 +97,7 @@ void cpu_section(std::string& md, const std::vector<RankCpu>& ranks) {
   for (const auto& c : ranks) {
     if (!c.measured) continue;
     md += fmt::format("| {}{} | {} | {} | {:.3f} | {:.2f} | {} | {:.1f} | {} | {} | {} | {} |\n", c.name,
-                      c.descheduled ? " **descheduled**" : "", pct(c.ran_fraction), c.stalls, c.longest_stall_seconds,
+                      c.descheduled ? " **descheduled**" : "", percent(c.ran_fraction), c.stalls, c.longest_stall_seconds,
                       c.cpu_cores_mean, c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
                       c.throttled_seconds, c.major_faults, c.involuntary_switches, storage_read_text(c),
                       c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-");
@@ -117,11 +114,11 @@ void padding_section(std::string& md, const json& padding) {
   for (const auto& b : padding.value("buckets", json::array())) {
     md += fmt::format("| {} | {}-{} | {} | {} | {} | {} | {} |\n", b.value("bucket", 0), b.value("shortest_frames", 0),
                       b.value("max_frames", 0), b.value("max_frames", 0), b.value("batch_size", 0),
-                      b.value("batches", 0), pct(b.value("frame_efficiency", 1.0)), pct(b.value("token_efficiency", 1.0)));
+                      b.value("batches", 0), percent(b.value("frame_efficiency", 1.0)), percent(b.value("token_efficiency", 1.0)));
   }
   const json& t = padding["total"];
-  md += fmt::format("| **all** | | | | {} | {} | {} |\n\n", t.value("batches", 0), pct(t.value("frame_efficiency", 1.0)),
-                    pct(t.value("token_efficiency", 1.0)));
+  md += fmt::format("| **all** | | | | {} | {} | {} |\n\n", t.value("batches", 0), percent(t.value("frame_efficiency", 1.0)),
+                    percent(t.value("token_efficiency", 1.0)));
 }
 
 void clock_section(std::string& md, const ClockSummary& c, bool feed = true) {
@@ -157,7 +154,7 @@ std::string from_storage_text(const TrainAnalysis& a, const DataRankAnalysis& d)
   if (!cpu || !cpu->storage_measured) return "-";
   const auto bytes = static_cast<double>(cpu->storage_read_bytes);
   const double share = d.bytes_sent > 0 ? bytes / static_cast<double>(d.bytes_sent) : 0;
-  std::string text = fmt::format("{} ({} of sent)", bytes_text(bytes), pct(share));
+  std::string text = fmt::format("{} ({} of sent)", bytes_text(bytes), percent(share));
   // A rate only where the storage carried a real part of the feed: a few kB of page-cache misses
   // over a few ms of cache_read would read as a slow device.
   if (share >= storage_read_min_share) text += " at " + bandwidth_text(storage_bytes_per_second(d, *cpu));
@@ -172,21 +169,21 @@ std::string capped_window_text(const TrainAnalysis& a) {
                      "(steps {}–{}): mean step {} ms, input wait {}, exposed all-reduce {}. Every span is in "
                      "timeline/rank-N.json.",
                      max_analysed_steps, a.steady.first_step, a.steady.last_step, a.steady.left_out_steps,
-                     a.steady.recorded_first_step, a.steady.recorded_last_step, ms(w.step_seconds_mean()),
-                     pct(w.fraction(Stage::batch_wait)), pct(w.fraction(Stage::allreduce_exposed)));
+                     a.steady.recorded_first_step, a.steady.recorded_last_step, milliseconds(w.step_seconds_mean()),
+                     percent(w.fraction(Stage::batch_wait)), percent(w.fraction(Stage::allreduce_exposed)));
 }
 
 std::string gpu_busy_text(const TrainAnalysis& a) {
   if (!a.gpu_busy_fraction) return "";
   std::string text = fmt::format("GPU busy {} of the model ranks' steady step time (CUDA events around each step's "
                                  "GPU work)",
-                                 pct(*a.gpu_busy_fraction));
+                                 percent(*a.gpu_busy_fraction));
   const auto timed = std::count_if(a.model_ranks.begin(), a.model_ranks.end(),
                                    [](const ModelRankAnalysis& m) { return m.gpu_busy_fraction.has_value(); });
   if (timed > 1) {
     const auto lowest = std::find_if(a.model_ranks.begin(), a.model_ranks.end(),
                                      [&](const ModelRankAnalysis& m) { return m.rank == a.gpu_busy_lowest_rank; });
-    text += fmt::format("; least busy: {} at {}", lowest->name, pct(a.gpu_busy_lowest_fraction));
+    text += fmt::format("; least busy: {} at {}", lowest->name, percent(a.gpu_busy_lowest_fraction));
   }
   return text + ".";
 }
@@ -245,7 +242,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
   for (const auto& d : a.data_ranks) {
     json stages = json::object();
     for (Stage stage : data_stages) {
-      stages[name_of(stage)] = {{"seconds", d.stage_seconds.count(stage) ? d.stage_seconds.at(stage) : 0.0},
+      stages[stage_name(stage)] = {{"seconds", d.stage_seconds.count(stage) ? d.stage_seconds.at(stage) : 0.0},
                                 {"fraction", d.stage_fraction.at(stage)}};
     }
     j["data_ranks"].push_back({{"rank", d.rank},
@@ -263,7 +260,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                {"waiting_on_model_fraction", d.waiting_on_model_fraction},
                                {"queue_depth_mean", d.queue_depth_mean ? json(*d.queue_depth_mean) : json(nullptr)},
                                {"credits_mean", d.credits_mean ? json(*d.credits_mean) : json(nullptr)},
-                               {"busiest_stage", name_of(d.busiest_stage)},
+                               {"busiest_stage", stage_name(d.busiest_stage)},
                                {"busiest_fraction", d.busiest_fraction}});
   }
   j["cpu"] = json::array();
@@ -288,8 +285,8 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   md += fmt::format("Steady state: steps {}–{}, {} per model rank after dropping {} warm-up steps ({:.1f} s). "
                     "Model ranks waited for input {} of their step time, exposed all-reduce {}, exposed transfer {}.\n\n",
                     a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
-                    a.steady.seconds(), pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction),
-                    pct(a.transfer_exposed_fraction));
+                    a.steady.seconds(), percent(a.input_wait_fraction), percent(a.allreduce_exposed_fraction),
+                    percent(a.transfer_exposed_fraction));
   if (a.steady.capped) md += capped_window_text(a) + "\n\n";
   if (!a.ignored_timelines.empty()) {
     // Bounded: a run directory that held a 4,096-rank run's files lists 10 and a count.
@@ -307,11 +304,11 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   }
   md += "## Model role (steady steps, every model rank pooled; ms per step)\n\n";
   md += "| stage | p50 | p95 | p99 | share of step time |\n|---|--:|--:|--:|--:|\n";
-  md += fmt::format("| **step** | {} | {} | {} | 100% |\n", ms(a.role_step_seconds.p50), ms(a.role_step_seconds.p95),
-                    ms(a.role_step_seconds.p99));
+  md += fmt::format("| **step** | {} | {} | {} | 100% |\n", milliseconds(a.role_step_seconds.p50), milliseconds(a.role_step_seconds.p95),
+                    milliseconds(a.role_step_seconds.p99));
   for (const auto& [stage, b] : a.role_stages) {
-    md += fmt::format("| {} | {} | {} | {} | {} |\n", name_of(stage), ms(b.per_step.p50), ms(b.per_step.p95),
-                      ms(b.per_step.p99), pct(b.fraction));
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", stage_name(stage), milliseconds(b.per_step.p50), milliseconds(b.per_step.p95),
+                      milliseconds(b.per_step.p99), percent(b.fraction));
   }
   md += "\n## Model ranks (steady steps; ms)\n\n";
   // The GPU busy column only where some model rank timed its GPU work.
@@ -321,11 +318,11 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
         (gpu ? "--:|" : "") + "\n";
   for (const auto& m : a.model_ranks) {
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", m.name, m.steady_steps,
-                      ms(m.step_seconds.p50), ms(m.step_seconds.p95), ms(m.step_seconds.p99), ms(m.busy_seconds.p50),
-                      ms(m.stages.at(Stage::batch_wait).per_step.p50),
-                      ms(m.stages.at(Stage::allreduce_exposed).per_step.p50), pct(m.input_wait_fraction),
-                      pct(m.allreduce_exposed_fraction));
-    if (gpu) md += " " + (m.gpu_busy_fraction ? pct(*m.gpu_busy_fraction) : std::string("-")) + " |";
+                      milliseconds(m.step_seconds.p50), milliseconds(m.step_seconds.p95), milliseconds(m.step_seconds.p99), milliseconds(m.busy_seconds.p50),
+                      milliseconds(m.stages.at(Stage::batch_wait).per_step.p50),
+                      milliseconds(m.stages.at(Stage::allreduce_exposed).per_step.p50), percent(m.input_wait_fraction),
+                      percent(m.allreduce_exposed_fraction));
+    if (gpu) md += " " + (m.gpu_busy_fraction ? percent(*m.gpu_busy_fraction) : std::string("-")) + " |";
     md += "\n";
   }
   if (!a.data_ranks.empty()) {
@@ -336,9 +333,9 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
       std::string feeds;
       for (int r : d.feeds) feeds += (feeds.empty() ? "" : ",") + std::to_string(r);
       md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} MB/s | {} | {} | {} |\n", d.name, feeds,
-                        d.reader_lanes, pct(d.stage_fraction.at(Stage::cache_read)),
-                        pct(d.stage_fraction.at(Stage::collate)), pct(d.stage_fraction.at(Stage::wait_for_reader)),
-                        pct(d.stage_fraction.at(Stage::credit_wait)), pct(d.stage_fraction.at(Stage::send)),
+                        d.reader_lanes, percent(d.stage_fraction.at(Stage::cache_read)),
+                        percent(d.stage_fraction.at(Stage::collate)), percent(d.stage_fraction.at(Stage::wait_for_reader)),
+                        percent(d.stage_fraction.at(Stage::credit_wait)), percent(d.stage_fraction.at(Stage::send)),
                         d.batches_sent, d.send_bandwidth / 1e6,
                         d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-",
                         d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-", from_storage_text(a, d));
@@ -372,7 +369,7 @@ json prep_report_json(const PrepAnalysis& a) {
   j["ranks"] = json::array();
   for (const auto& r : a.ranks) {
     json stages = json::object();
-    for (Stage stage : prep_stages) stages[name_of(stage)] = r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0;
+    for (Stage stage : prep_stages) stages[stage_name(stage)] = r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0;
     j["ranks"].push_back({{"rank", r.rank},
                           {"name", r.name},
                           {"host", r.host},
@@ -405,7 +402,7 @@ std::string prep_report_markdown(const PrepAnalysis& a, const std::string& cache
     md += fmt::format("| {} | {} | {:.2f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name, r.rows,
                       r.window_seconds, r.rows_per_second,
                       r.audio_seconds_per_second >= 0 ? fmt::format("{:.1f}", r.audio_seconds_per_second) : "-",
-                      ms(r.row_seconds.p50), ms(r.row_seconds.p95), ms(r.row_seconds.p99), stage(Stage::decode),
+                      milliseconds(r.row_seconds.p50), milliseconds(r.row_seconds.p95), milliseconds(r.row_seconds.p99), stage(Stage::decode),
                       stage(Stage::resample), stage(Stage::features), stage(Stage::write),
                       r.rejects >= 0 ? std::to_string(r.rejects) : "-");
   }

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <vector>
@@ -278,10 +280,13 @@ inline void set_storage_reads(RankTimeline& t, const nlohmann::json& reads) {
   t.set_resources(resources);
 }
 
-// The verdict of `kind` among `verdicts`, or nullptr.
+// The verdict of `kind` (report.json's name: "input_bound") among `verdicts`, or nullptr; a name
+// that is no verdict kind throws, so that a misspelt test does not pass by finding nothing.
 inline const StallVerdict* find(const std::vector<StallVerdict>& verdicts, const std::string& kind) {
+  const std::optional<VerdictKind> wanted = verdict_kind_from(kind);
+  if (!wanted) throw std::invalid_argument("no verdict kind is called " + kind);
   for (const auto& v : verdicts) {
-    if (v.kind == kind) return &v;
+    if (v.kind == *wanted) return &v;
   }
   return nullptr;
 }

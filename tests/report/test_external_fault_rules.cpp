@@ -52,7 +52,7 @@ TEST(Descheduled, StoppedDataRankIsNamedInsteadOfTheFeed) {
   const StallVerdict* d = find(verdicts, "descheduled");
   ASSERT_NE(d, nullptr) << all_text(verdicts);
   EXPECT_EQ(d->rank, 0);
-  EXPECT_EQ(d->severity, "HIGH");
+  EXPECT_EQ(d->severity, Severity::high);
   EXPECT_EQ(d->numbers["cause"], "stopped_or_starved");
   EXPECT_NEAR(d->numbers["ran_fraction"].get<double>(), 0.25, 0.03);
   EXPECT_NE(d->summary.find("rank 0 ran 2"), std::string::npos) << d->summary;
@@ -326,7 +326,7 @@ json padding_doc(double efficiency) {
 TEST(Padding, OverTenPercentNamesTheWorstBucketAndWhatMoreBucketsSave) {
   const auto v = padding_verdict(padding_doc(0.7));
   ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->severity, "HIGH");
+  EXPECT_EQ(v->severity, Severity::high);
   EXPECT_NEAR(v->numbers["waste_fraction"].get<double>(), 0.3, 1e-9);
   EXPECT_EQ(v->numbers["worst_bucket"], 1);
   EXPECT_NE(v->recommendation.find("raise train.n_buckets from 2 to 8"), std::string::npos) << v->recommendation;
@@ -334,7 +334,7 @@ TEST(Padding, OverTenPercentNamesTheWorstBucketAndWhatMoreBucketsSave) {
   EXPECT_NE(v->recommendation.find("train.frame_budget"), std::string::npos) << v->recommendation;
   const auto moderate = padding_verdict(padding_doc(0.85));
   ASSERT_TRUE(moderate.has_value());
-  EXPECT_EQ(moderate->severity, "MODERATE");
+  EXPECT_EQ(moderate->severity, Severity::moderate);
   EXPECT_FALSE(padding_verdict(padding_doc(0.95)).has_value());
   EXPECT_FALSE(padding_verdict(nullptr).has_value());
 }
