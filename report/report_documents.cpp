@@ -279,6 +279,53 @@ void reject_section(ReportDocument& doc, const PrepAnalysis& a) {
   }
 }
 
+json model_rank_json(const ModelRankAnalysis& m) {
+  json series = json::array();
+  for (const auto& s : m.steps) series.push_back({s.step, s.seconds, s.steady});
+  return {{"rank", m.rank},
+          {"name", m.name},
+          {"host", m.host},
+          {"gpu", m.gpu},
+          {"fed_by", m.fed_by},
+          {"steps", m.recorded_steps},
+          {"warmup_steps", m.warmup_steps},
+          {"steady_steps", m.steady_steps},
+          {"step_seconds", m.step_seconds.to_json()},
+          {"busy_seconds", m.busy_seconds.to_json()},
+          {"stages", stages_json(m.stages)},
+          {"input_wait_fraction", m.input_wait_fraction},
+          {"allreduce_exposed_fraction", m.allreduce_exposed_fraction},
+          {"transfer_exposed_fraction", m.transfer_exposed_fraction},
+          {"gpu_busy_fraction", m.gpu_busy_fraction ? json(*m.gpu_busy_fraction) : json(nullptr)},
+          {"allreduce_bytes", m.allreduce_bytes},
+          {"step_series", series}};
+}
+
+json data_rank_json(const DataRankAnalysis& d) {
+  json stages = json::object();
+  for (Stage stage : data_stages) {
+    stages[stage_name(stage)] = {{"seconds", d.stage_seconds.count(stage) ? d.stage_seconds.at(stage) : 0.0},
+                                  {"fraction", d.stage_fraction.at(stage)}};
+  }
+  return {{"rank", d.rank},
+          {"name", d.name},
+          {"host", d.host},
+          {"gpu", d.gpu},
+          {"feeds", d.feeds},
+          {"window_seconds", d.window_seconds},
+          {"reader_lanes", d.reader_lanes},
+          {"stages", stages},
+          {"batches_sent", d.batches_sent},
+          {"bytes_sent", d.bytes_sent},
+          {"send_bandwidth_bytes_per_s", d.send_bandwidth},
+          {"send_exposed_fraction", d.send_exposed_fraction},
+          {"waiting_on_model_fraction", d.waiting_on_model_fraction},
+          {"queue_depth_mean", d.queue_depth_mean ? json(*d.queue_depth_mean) : json(nullptr)},
+          {"credits_mean", d.credits_mean ? json(*d.credits_mean) : json(nullptr)},
+          {"busiest_stage", stage_name(d.busiest_stage)},
+          {"busiest_fraction", d.busiest_fraction}};
+}
+
 }  // namespace
 
 std::string from_storage_text(const TrainAnalysis& a, const DataRankAnalysis& d) {
@@ -349,52 +396,9 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                              {"source", "CUDA events around each model step's GPU work"}}
                                       : json(nullptr);
   j["model_ranks"] = json::array();
-  for (const auto& m : a.model_ranks) {
-    json series = json::array();
-    for (const auto& s : m.steps) series.push_back({s.step, s.seconds, s.steady});
-    j["model_ranks"].push_back({{"rank", m.rank},
-                                {"name", m.name},
-                                {"host", m.host},
-                                {"gpu", m.gpu},
-                                {"fed_by", m.fed_by},
-                                {"steps", m.recorded_steps},
-                                {"warmup_steps", m.warmup_steps},
-                                {"steady_steps", m.steady_steps},
-                                {"step_seconds", m.step_seconds.to_json()},
-                                {"busy_seconds", m.busy_seconds.to_json()},
-                                {"stages", stages_json(m.stages)},
-                                {"input_wait_fraction", m.input_wait_fraction},
-                                {"allreduce_exposed_fraction", m.allreduce_exposed_fraction},
-                                {"transfer_exposed_fraction", m.transfer_exposed_fraction},
-                                {"gpu_busy_fraction", m.gpu_busy_fraction ? json(*m.gpu_busy_fraction) : json(nullptr)},
-                                {"allreduce_bytes", m.allreduce_bytes},
-                                {"step_series", series}});
-  }
+  for (const auto& m : a.model_ranks) j["model_ranks"].push_back(model_rank_json(m));
   j["data_ranks"] = json::array();
-  for (const auto& d : a.data_ranks) {
-    json stages = json::object();
-    for (Stage stage : data_stages) {
-      stages[stage_name(stage)] = {{"seconds", d.stage_seconds.count(stage) ? d.stage_seconds.at(stage) : 0.0},
-                                {"fraction", d.stage_fraction.at(stage)}};
-    }
-    j["data_ranks"].push_back({{"rank", d.rank},
-                               {"name", d.name},
-                               {"host", d.host},
-                               {"gpu", d.gpu},
-                               {"feeds", d.feeds},
-                               {"window_seconds", d.window_seconds},
-                               {"reader_lanes", d.reader_lanes},
-                               {"stages", stages},
-                               {"batches_sent", d.batches_sent},
-                               {"bytes_sent", d.bytes_sent},
-                               {"send_bandwidth_bytes_per_s", d.send_bandwidth},
-                               {"send_exposed_fraction", d.send_exposed_fraction},
-                               {"waiting_on_model_fraction", d.waiting_on_model_fraction},
-                               {"queue_depth_mean", d.queue_depth_mean ? json(*d.queue_depth_mean) : json(nullptr)},
-                               {"credits_mean", d.credits_mean ? json(*d.credits_mean) : json(nullptr)},
-                               {"busiest_stage", stage_name(d.busiest_stage)},
-                               {"busiest_fraction", d.busiest_fraction}});
-  }
+  for (const auto& d : a.data_ranks) j["data_ranks"].push_back(data_rank_json(d));
   j["cpu"] = json::array();
   for (const auto& c : a.cpu) j["cpu"].push_back(c.to_json());
   j["padding"] = a.padding;

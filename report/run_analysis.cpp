@@ -234,6 +234,29 @@ std::optional<double> counter_mean(const RankTimeline& t, const std::string& nam
   return std::nullopt;
 }
 
+// The first start and the last end of the rank's spans (0, 0 without spans).
+void own_span_window(const RankTimeline& t, int64_t& start, int64_t& end) {
+  start = INT64_MAX;
+  end = INT64_MIN;
+  for (const Span& s : t.spans) {
+    start = std::min(start, s.start_ns);
+    end = std::max(end, s.end_ns);
+  }
+  if (t.spans.empty()) start = end = 0;
+}
+
+// DataRankAnalysis::busiest_stage from its stage fractions (send: its exposed part only).
+void set_busiest_stage(DataRankAnalysis& d) {
+  d.busiest_fraction = -1;
+  for (Stage stage : {Stage::cache_read, Stage::collate, Stage::host_to_device, Stage::gpu_work, Stage::send}) {
+    const double fraction = stage == Stage::send ? d.send_exposed_fraction : d.stage_fraction[stage];
+    if (fraction > d.busiest_fraction) {
+      d.busiest_fraction = fraction;
+      d.busiest_stage = stage;
+    }
+  }
+}
+
 DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t end, const FeedIntervals& feed) {
   DataRankAnalysis d;
   d.rank = t.rank;
@@ -241,15 +264,7 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
   d.host = t.host;
   d.gpu = t.gpu;
   d.feeds = t.feeds;
-  if (end <= start) {  // no model steps to bound the window: the rank's own spans
-    start = INT64_MAX;
-    end = INT64_MIN;
-    for (const Span& s : t.spans) {
-      start = std::min(start, s.start_ns);
-      end = std::max(end, s.end_ns);
-    }
-    if (t.spans.empty()) start = end = 0;
-  }
+  if (end <= start) own_span_window(t, start, end);  // no model steps to bound the window
   d.window_seconds = seconds(end - start);
   std::set<uint16_t> reader_lanes;
   std::map<int64_t, double> busy_by_step;
@@ -286,14 +301,7 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
     d.waiting_on_model_fraction =
         d.stage_fraction[Stage::credit_wait] + std::max(0.0, d.stage_fraction[Stage::send] - d.send_exposed_fraction);
   }
-  d.busiest_fraction = -1;
-  for (Stage stage : {Stage::cache_read, Stage::collate, Stage::host_to_device, Stage::gpu_work, Stage::send}) {
-    const double fraction = stage == Stage::send ? d.send_exposed_fraction : d.stage_fraction[stage];
-    if (fraction > d.busiest_fraction) {
-      d.busiest_fraction = fraction;
-      d.busiest_stage = stage;
-    }
-  }
+  set_busiest_stage(d);
   d.queue_depth_mean = counter_mean(t, "queue_depth", start, end);
   d.credits_mean = counter_mean(t, "credits", start, end);
   return d;
@@ -479,6 +487,42 @@ void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
   a.timelines.push_back(std::move(t));
 }
 
+// The model ranks' GPU busy share pooled over those that timed their GPU work, and the least busy.
+void pool_gpu_busy(TrainAnalysis& a) {
+  double gpu_time = 0, gpu_wall = 0;
+  for (const auto& m : a.model_ranks) {
+    if (!m.gpu_busy_fraction) continue;
+    gpu_time += *m.gpu_busy_fraction * m.steady_seconds;
+    gpu_wall += m.steady_seconds;
+    if (a.gpu_busy_lowest_rank < 0 || *m.gpu_busy_fraction < a.gpu_busy_lowest_fraction) {
+      a.gpu_busy_lowest_rank = m.rank;
+      a.gpu_busy_lowest_fraction = *m.gpu_busy_fraction;
+    }
+  }
+  if (gpu_wall > 0) a.gpu_busy_fraction = gpu_time / gpu_wall;
+}
+
+// The job's per-step series, and the steps it recorded as steady on any rank.
+void pool_job_steps(TrainAnalysis& a, const JobSeries& job) {
+  a.job_steps.reserve(job.size());
+  for (const auto& [step, sums] : job) {
+    JobStep j;
+    j.step = step;
+    j.seconds = sums.seconds / static_cast<double>(sums.ranks);
+    j.start_ns = sums.start_ns;
+    j.end_ns = sums.end_ns;
+    j.steady_ranks = sums.steady_ranks;
+    for (size_t k = 0; k < j.stage_seconds.size() && sums.steady_ranks > 0; ++k) {
+      j.stage_seconds[k] = sums.stage_seconds[k] / static_cast<double>(sums.steady_ranks);
+    }
+    if (sums.steady_ranks > 0) {
+      if (a.steady.recorded_first_step < 0) a.steady.recorded_first_step = step;
+      a.steady.recorded_last_step = step;
+    }
+    a.job_steps.push_back(j);
+  }
+}
+
 // The steady window, the job's series and the model role pooled, from every model rank's steps.
 void pool_model_ranks(TrainAnalysis& a, const JobSeries& job) {
   a.steady.enough = !a.model_ranks.empty();
@@ -512,34 +556,8 @@ void pool_model_ranks(TrainAnalysis& a, const JobSeries& job) {
   a.role_stages = breakdown(role_steps);
   a.input_wait_fraction = total > 0 ? wait / total : 0;
   a.allreduce_exposed_fraction = total > 0 ? exposed / total : 0;
-  double gpu_time = 0, gpu_wall = 0;
-  for (const auto& m : a.model_ranks) {
-    if (!m.gpu_busy_fraction) continue;
-    gpu_time += *m.gpu_busy_fraction * m.steady_seconds;
-    gpu_wall += m.steady_seconds;
-    if (a.gpu_busy_lowest_rank < 0 || *m.gpu_busy_fraction < a.gpu_busy_lowest_fraction) {
-      a.gpu_busy_lowest_rank = m.rank;
-      a.gpu_busy_lowest_fraction = *m.gpu_busy_fraction;
-    }
-  }
-  if (gpu_wall > 0) a.gpu_busy_fraction = gpu_time / gpu_wall;
-  a.job_steps.reserve(job.size());
-  for (const auto& [step, sums] : job) {
-    JobStep j;
-    j.step = step;
-    j.seconds = sums.seconds / static_cast<double>(sums.ranks);
-    j.start_ns = sums.start_ns;
-    j.end_ns = sums.end_ns;
-    j.steady_ranks = sums.steady_ranks;
-    for (size_t k = 0; k < j.stage_seconds.size() && sums.steady_ranks > 0; ++k) {
-      j.stage_seconds[k] = sums.stage_seconds[k] / static_cast<double>(sums.steady_ranks);
-    }
-    if (sums.steady_ranks > 0) {
-      if (a.steady.recorded_first_step < 0) a.steady.recorded_first_step = step;
-      a.steady.recorded_last_step = step;
-    }
-    a.job_steps.push_back(j);
-  }
+  pool_gpu_busy(a);
+  pool_job_steps(a, job);
 }
 
 // Each model rank's transfer exposure, and the role's, once the data ranks' sends are in.

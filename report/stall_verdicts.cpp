@@ -115,6 +115,33 @@ const RankCpu* waited_for_storage(const TrainAnalysis& a, const DataRankAnalysis
   return cpu->storage_cpu_cores() < storage_wait_cpu_share * reading_cores ? cpu : nullptr;
 }
 
+// The busiest data rank's readers waited for the cache's storage (waited_for_storage): its rate,
+// and the device as what to fix.
+void storage_cause(const DataRankAnalysis& d, const RankCpu& storage, const std::string& readers, StallVerdict& v) {
+  v.numbers["cause"] = "cache_storage";
+  const double rate = storage_bytes_per_second(d, storage);
+  v.numbers["storage_read_bytes"] = storage.storage_read_bytes;
+  v.numbers["storage_bytes_per_s"] = rate;
+  v.numbers["storage_cpu_cores"] = storage.storage_cpu_cores();
+  v.numbers["bytes_sent"] = d.bytes_sent;
+  v.numbers["reader_lanes"] = d.reader_lanes;
+  v.summary += fmt::format("; rank {}'s readers waited for the cache's storage: it delivered {} ({} from the device "
+                           "in the {:.1f} s window, {} of the {} it sent), the process used {:.2f} cores while it "
+                           "read, its {} reader(s) {} in cache_read",
+                           d.rank, bandwidth_text(rate),
+                           bytes_text(static_cast<double>(storage.storage_read_bytes)), d.window_seconds,
+                           percent(static_cast<double>(storage.storage_read_bytes) /
+                               static_cast<double>(d.bytes_sent)),
+                           bytes_text(static_cast<double>(d.bytes_sent)), storage.storage_cpu_cores(),
+                           d.reader_lanes, percent(d.busiest_fraction));
+  v.recommendation = fmt::format(
+      "the device under the cache is the limit on host {}, not the readers' CPU, the transport or train.credits: put "
+      "the cache on faster node-local storage (or copy it there before training), check the device (iostat -x) and "
+      "any I/O limit on the job's cgroup (blkio / io.max); more reader threads (train.reader_threads, now {}) help "
+      "only if the device serves parallel reads faster",
+      d.host, readers);
+}
+
 // The cause of an input-bound run and what to do about it: a descheduled data rank, the feed
 // (batches ready but late), the cache's storage, the readers' CPU, or another data-rank stage.
 void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool queued, StallVerdict& v) {
@@ -142,28 +169,7 @@ void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool q
         "Raise train.credits from {} so more batches are in flight, or use a faster transport (roles.transport)",
         percent(busiest->send_exposed_fraction), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
   } else if (const RankCpu* storage = waited_for_storage(a, *busiest)) {
-    v.numbers["cause"] = "cache_storage";
-    const double rate = storage_bytes_per_second(*busiest, *storage);
-    v.numbers["storage_read_bytes"] = storage->storage_read_bytes;
-    v.numbers["storage_bytes_per_s"] = rate;
-    v.numbers["storage_cpu_cores"] = storage->storage_cpu_cores();
-    v.numbers["bytes_sent"] = busiest->bytes_sent;
-    v.numbers["reader_lanes"] = busiest->reader_lanes;
-    v.summary += fmt::format("; rank {}'s readers waited for the cache's storage: it delivered {} ({} from the device "
-                             "in the {:.1f} s window, {} of the {} it sent), the process used {:.2f} cores while it "
-                             "read, its {} reader(s) {} in cache_read",
-                             busiest->rank, bandwidth_text(rate),
-                             bytes_text(static_cast<double>(storage->storage_read_bytes)), busiest->window_seconds,
-                             percent(static_cast<double>(storage->storage_read_bytes) /
-                                 static_cast<double>(busiest->bytes_sent)),
-                             bytes_text(static_cast<double>(busiest->bytes_sent)), storage->storage_cpu_cores(),
-                             busiest->reader_lanes, percent(busiest->busiest_fraction));
-    v.recommendation = fmt::format(
-        "the device under the cache is the limit on host {}, not the readers' CPU, the transport or train.credits: put "
-        "the cache on faster node-local storage (or copy it there before training), check the device (iostat -x) and "
-        "any I/O limit on the job's cgroup (blkio / io.max); more reader threads (train.reader_threads, now {}) help "
-        "only if the device serves parallel reads faster",
-        busiest->host, readers);
+    storage_cause(*busiest, *storage, readers, v);
   } else if (busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate) {
     v.numbers["cause"] = stage_name(busiest->busiest_stage);
     v.recommendation = fmt::format(
@@ -185,6 +191,26 @@ void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool q
 void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_per_step, double exposed_per_step,
                      double baseline_step_s, StallVerdict& v);
 
+// The rate the exposed communication moved at: the all-reduce's bytes over its seconds, or the
+// data ranks' sends over theirs.
+double achieved_bytes_per_second(const TrainAnalysis& a, bool allreduce) {
+  if (allreduce) {
+    int64_t bytes = 0;
+    double seconds = 0;
+    for (const auto& m : a.model_ranks) {
+      bytes += m.allreduce_bytes;
+      seconds += m.allreduce_seconds;
+    }
+    return seconds > 0 ? static_cast<double>(bytes) / seconds : 0;
+  }
+  double sent = 0, seconds = 0;
+  for (const auto& d : a.data_ranks) {
+    sent += static_cast<double>(d.bytes_sent);
+    if (d.send_bandwidth > 0) seconds += static_cast<double>(d.bytes_sent) / d.send_bandwidth;
+  }
+  return seconds > 0 ? sent / seconds : 0;
+}
+
 // `model_straggler`: a model-rank straggler verdict holds (a cause of all-reduce waits).
 StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler) {
   StallVerdict v;
@@ -193,17 +219,8 @@ StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler)
   v.severity = comm >= comm_bound_high ? Severity::high : Severity::moderate;
   const bool allreduce = a.allreduce_exposed_fraction >= a.transfer_exposed_fraction;
   int64_t bytes = 0;
-  double reduce_seconds = 0, sent = 0, send_seconds = 0;
-  for (const auto& m : a.model_ranks) {
-    bytes += m.allreduce_bytes;
-    reduce_seconds += m.allreduce_seconds;
-  }
-  for (const auto& d : a.data_ranks) {
-    sent += static_cast<double>(d.bytes_sent);
-    if (d.send_bandwidth > 0) send_seconds += static_cast<double>(d.bytes_sent) / d.send_bandwidth;
-  }
-  const double achieved = allreduce ? (reduce_seconds > 0 ? static_cast<double>(bytes) / reduce_seconds : 0)
-                                    : (send_seconds > 0 ? sent / send_seconds : 0);
+  for (const auto& m : a.model_ranks) bytes += m.allreduce_bytes;
+  const double achieved = achieved_bytes_per_second(a, allreduce);
   const double base = baseline(a, allreduce ? "allreduce_baseline_bytes_per_s" : "transfer_baseline_bytes_per_s");
   // The all-reduce of one step against the time its bytes take at the baseline: a wait much
   // longer than that is not bandwidth but skew (slower peers) or progress (CPU MPI advances
@@ -457,16 +474,15 @@ std::vector<StallVerdict> data_straggler_verdicts(const TrainAnalysis& a) {
   return verdicts;
 }
 
-StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
-  StallVerdict v;
-  v.kind = VerdictKind::cyclic_stall;
-  v.severity = Severity::moderate;
-  struct Known {
-    std::string what;
-    double period;
-  };
-  std::vector<Known> known;
-  // A delay put there on purpose comes first: when it shares a period with a setting, it is the cause.
+// A period the run is known to have: a setting, or the delay injected on purpose.
+struct KnownPeriod {
+  std::string what;
+  double period;
+};
+
+// A delay put there on purpose comes first: when it shares a period with a setting, it is the cause.
+std::vector<KnownPeriod> known_periods(const TrainAnalysis& a) {
+  std::vector<KnownPeriod> known;
   if (a.injected_delay.is_object() && a.injected_delay.contains("every") && a.injected_delay["every"].is_number()) {
     known.push_back({"the injected delay's debug.delay_every", a.injected_delay["every"].get<double>()});
   }
@@ -478,15 +494,13 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
   if (shard.is_number() && batch.is_number() && batch.get<double>() > 0) {
     known.push_back({"batches per shard (cache.shard_size / train.batch_size)", shard.get<double>() / batch.get<double>()});
   }
-  json known_json = json::array();
-  std::string match;
-  for (const auto& k : known) {
-    const bool matches = std::fabs(k.period - static_cast<double>(c.period)) <= 1.0;
-    known_json.push_back({{"what", k.what}, {"period", k.period}, {"matches", matches}});
-    if (matches && match.empty()) match = fmt::format("{} = {:g}", k.what, k.period);
-  }
-  // The stage that grows in the spike steps: over every model rank's analysed steps, or, when the
-  // analysis was capped (the spikes may lie before its window), over the job's per-step means.
+  return known;
+}
+
+// The stage that grows most in the spike steps ("" when none): over every model rank's analysed
+// steps, or, when the analysis was capped (the spikes may lie before its window), over the job's
+// per-step means.
+std::string grown_stage(const TrainAnalysis& a, const CyclicStall& c) {
   std::string grown;
   double growth = 0;
   for (Stage stage : model_step_stages) {
@@ -512,6 +526,51 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
       grown = stage_name(stage);
     }
   }
+  return grown;
+}
+
+// What to do about a stall every c.period steps, by the known period it matches ("" for none).
+std::string cyclic_recommendation(const TrainAnalysis& a, const CyclicStall& c, const std::string& match,
+                                  const std::string& grown) {
+  const auto matches = [&](const char* what) { return match.rfind(what, 0) == 0; };
+  if (matches("the injected delay")) {
+    return "this is the delay put there on purpose (debug.delay_stage/delay_every): the report found it; unset "
+           "debug.delay_stage for real runs";
+  }
+  if (matches("train.checkpoint_every")) {
+    return fmt::format("checkpoints stall training {:.3f} s each: checkpoint less often (raise "
+                       "train.checkpoint_every) or write them to faster storage",
+                       c.spike_excess_seconds);
+  }
+  if (matches("train.validation_every")) {
+    return "validation passes stall training: validate less often (train.validation_every) or on a smaller split "
+           "(train.validation_fraction)";
+  }
+  if (matches("batches per shard")) {
+    return fmt::format("the readers stall when they open the next shard: raise train.read_ahead from {} so the next "
+                       "shard is read before it is needed",
+                       setting_text(a.settings, "train.read_ahead"));
+  }
+  if (matches("train.log_every")) {
+    return "logging stalls the step: the log line's gathering or printing blocks; report it as a bug";
+  }
+  return fmt::format("something recurring every {} steps{} costs {:.3f} s each time; look at the spike steps in "
+                     "trace.json",
+                     c.period, grown.empty() ? "" : " in " + grown, c.spike_excess_seconds);
+}
+
+StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
+  StallVerdict v;
+  v.kind = VerdictKind::cyclic_stall;
+  v.severity = Severity::moderate;
+  json known_json = json::array();
+  std::string match;
+  for (const auto& k : known_periods(a)) {
+    const bool matches = std::fabs(k.period - static_cast<double>(c.period)) <= 1.0;
+    known_json.push_back({{"what", k.what}, {"period", k.period}, {"matches", matches}});
+    if (matches && match.empty()) match = fmt::format("{} = {:g}", k.what, k.period);
+  }
+  const std::string grown = grown_stage(a, c);
   v.numbers = {{"period", c.period},
                {"series", c.series},
                {"spikes", c.spike_steps.size()},
@@ -525,30 +584,10 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
                {"known_periods", known_json}};
   v.summary = fmt::format("every {} steps a step takes {:.3f} s longer ({} spikes, {} of gaps within L±1, "
                           "autocorrelation {:.2f} > {:.2f}){}; {}",
-                          c.period, c.spike_excess_seconds, c.spike_steps.size(), percent(c.gap_share), c.autocorrelation,
-                          c.autocorrelation_bound, grown.empty() ? "" : ", in " + grown,
+                          c.period, c.spike_excess_seconds, c.spike_steps.size(), percent(c.gap_share),
+                          c.autocorrelation, c.autocorrelation_bound, grown.empty() ? "" : ", in " + grown,
                           match.empty() ? "no known period matches" : "matches " + match);
-  if (match.rfind("the injected delay", 0) == 0) {
-    v.recommendation = "this is the delay put there on purpose (debug.delay_stage/delay_every): the report found "
-                       "it; unset debug.delay_stage for real runs";
-  } else if (match.rfind("train.checkpoint_every", 0) == 0) {
-    v.recommendation = fmt::format("checkpoints stall training {:.3f} s each: checkpoint less often (raise "
-                                   "train.checkpoint_every) or write them to faster storage",
-                                   c.spike_excess_seconds);
-  } else if (match.rfind("train.validation_every", 0) == 0) {
-    v.recommendation = "validation passes stall training: validate less often (train.validation_every) or on a "
-                       "smaller split (train.validation_fraction)";
-  } else if (match.rfind("batches per shard", 0) == 0) {
-    v.recommendation = fmt::format("the readers stall when they open the next shard: raise train.read_ahead from {} so "
-                                   "the next shard is read before it is needed",
-                                   setting_text(a.settings, "train.read_ahead"));
-  } else if (match.rfind("train.log_every", 0) == 0) {
-    v.recommendation = "logging stalls the step: the log line's gathering or printing blocks; report it as a bug";
-  } else {
-    v.recommendation = fmt::format("something recurring every {} steps{} costs {:.3f} s each time; look at the spike "
-                                   "steps in trace.json",
-                                   c.period, grown.empty() ? "" : " in " + grown, c.spike_excess_seconds);
-  }
+  v.recommendation = cyclic_recommendation(a, c, match, grown);
   return v;
 }
 
