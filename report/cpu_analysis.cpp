@@ -204,10 +204,7 @@ std::string descheduled_cause(const RankCpu& c) {
 }
 
 StallVerdict descheduled_verdict(const TrainAnalysis& a, const RankCpu& c) {
-  StallVerdict v;
-  v.kind = VerdictKind::descheduled;
-  v.severity = Severity::high;
-  v.rank = c.rank;
+  StallVerdict v(VerdictKind::descheduled, Severity::high, c.rank);
   const bool quota = quota_throttled(c);
   v.numbers = {{"rank", c.rank},
                {"host", c.host},

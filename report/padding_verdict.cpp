@@ -34,9 +34,7 @@ std::optional<StallVerdict> padding_verdict(const json& padding) {
   const double frames = total.value("frame_efficiency", 1.0), tokens = total.value("token_efficiency", 1.0);
   const double waste = 1.0 - frames;
   if (waste < padding_waste_moderate) return std::nullopt;
-  StallVerdict v;
-  v.kind = VerdictKind::padding;
-  v.severity = waste >= padding_waste_high ? Severity::high : Severity::moderate;
+  StallVerdict v(VerdictKind::padding, waste >= padding_waste_high ? Severity::high : Severity::moderate);
   int worst = -1;
   const std::string per_bucket = bucket_lines(padding.value("buckets", json::array()), worst);
   v.summary = fmt::format("padding is {} of the model's work: real / padded frames {} (tokens {}) over one epoch's "

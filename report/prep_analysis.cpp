@@ -20,10 +20,7 @@ StallVerdict error_stop_verdict(const PrepAnalysis& a, const nlohmann::json& sum
   const int rank = summary.value("error_rank", -1);
   const std::string host = summary.value("error_host", "");
   const bool environment = reason == "environment_error";
-  StallVerdict v;
-  v.kind = VerdictKind::stopped;
-  v.severity = Severity::high;
-  v.rank = rank;
+  StallVerdict v(VerdictKind::stopped, Severity::high, rank);
   v.numbers = {{"reason", reason}, {"error", error}, {"error_rank", rank}, {"error_host", host},
                {"rejects", a.rejects}, {"corpus_rows", a.corpus_rows}};
   const std::string who = rank >= 0 ? fmt::format("rank {}{} failed", rank, host.empty() ? "" : " (host " + host + ")")
@@ -64,9 +61,7 @@ std::optional<StallVerdict> stop_verdict(const PrepAnalysis& a) {
   for (size_t i = 0; i < by_count.size() && i < 3; ++i) {
     top += fmt::format("{}{} {}", top.empty() ? "" : ", ", by_count[i].second, by_count[i].first);
   }
-  StallVerdict v;
-  v.kind = VerdictKind::stopped;
-  v.severity = Severity::high;
+  StallVerdict v(VerdictKind::stopped, Severity::high);
   v.numbers = {{"reason", reason},
                {"rejects", a.rejects},
                {"corpus_rows", a.corpus_rows},
@@ -143,10 +138,7 @@ StallVerdict prep_straggler_verdict(const PrepAnalysis& a, const StragglerFindin
     if (other.rank != f.rank) windows.push_back(other.window_seconds);
   }
   const double late = r.window_seconds - median(windows);
-  StallVerdict v;
-  v.kind = VerdictKind::straggler;
-  v.severity = Severity::moderate;
-  v.rank = f.rank;
+  StallVerdict v(VerdictKind::straggler, Severity::moderate, f.rank);
   v.role = RoleKind::prep;
   v.numbers = {{"rank", f.rank},
                {"host", r.host},
@@ -182,10 +174,7 @@ std::vector<StallVerdict> prep_straggler_verdicts(const PrepAnalysis& a) {
 }
 
 StallVerdict prep_hang_verdict(const HangFacts& hang) {
-  StallVerdict v;
-  v.kind = VerdictKind::hang;
-  v.severity = Severity::high;
-  v.rank = hang.culprit;
+  StallVerdict v(VerdictKind::hang, Severity::high, hang.culprit);
   v.numbers = {{"culprit", hang.culprit}, {"missing_ranks", hang.missing_ranks}};
   v.summary = hang.culprit >= 0 ? "the prep job did not finish; the rank that never arrived: " + hang.culprit_reason
                                 : "the prep job did not finish and no rank names whom it waited for";
@@ -198,8 +187,7 @@ StallVerdict balanced_verdict(const PrepAnalysis& a) {
   const auto [slow, fast] = std::minmax_element(a.ranks.begin(), a.ranks.end(), [](const auto& x, const auto& y) {
     return x.rows_per_second < y.rows_per_second;
   });
-  StallVerdict v;
-  v.kind = VerdictKind::balanced;
+  StallVerdict v(VerdictKind::balanced);
   v.summary = fmt::format("no straggler: the slowest prep rank ({}) made {:.1f} rows/s, the fastest ({}) {:.1f} rows/s",
                           slow->name, slow->rows_per_second, fast->name, fast->rows_per_second);
   v.recommendation = "nothing to change";

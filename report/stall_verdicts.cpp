@@ -51,8 +51,7 @@ const RankCpu* descheduled_model_rank(const TrainAnalysis& a) {
 void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool queued, StallVerdict& v);
 
 StallVerdict input_verdict(const TrainAnalysis& a) {
-  StallVerdict v;
-  v.kind = VerdictKind::input_bound;
+  StallVerdict v(VerdictKind::input_bound);
   const double f = a.input_wait_fraction;
   v.severity = f >= input_bound_high ? Severity::high : Severity::moderate;
   // The data side: its busiest stage, and whether batches were waiting (queued or in credit_wait).
@@ -213,8 +212,7 @@ double achieved_bytes_per_second(const TrainAnalysis& a, bool allreduce) {
 
 // `model_straggler`: a model-rank straggler verdict holds (a cause of all-reduce waits).
 StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler) {
-  StallVerdict v;
-  v.kind = VerdictKind::communication_bound;
+  StallVerdict v(VerdictKind::communication_bound);
   const double comm = std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction);
   v.severity = comm >= comm_bound_high ? Severity::high : Severity::moderate;
   const bool allreduce = a.allreduce_exposed_fraction >= a.transfer_exposed_fraction;
@@ -332,8 +330,7 @@ void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_
 }
 
 StallVerdict compute_verdict(const TrainAnalysis& a) {
-  StallVerdict v;
-  v.kind = VerdictKind::compute_bound;
+  StallVerdict v(VerdictKind::compute_bound);
   double busy = 0, total = 0;
   for (const auto& m : a.model_ranks) {
     busy += m.busy_seconds.total;
@@ -365,10 +362,7 @@ StallVerdict compute_verdict(const TrainAnalysis& a) {
 StallVerdict model_straggler_verdict(const TrainAnalysis& a, const ModelRankAnalysis& m, const StragglerFinding& f,
                                      const std::string& measure, double step) {
   const double total_steps = static_cast<double>(m.recorded_steps);
-  StallVerdict v;
-  v.kind = VerdictKind::straggler;
-  v.severity = f.median_excess >= 0.2 * step ? Severity::high : Severity::moderate;
-  v.rank = f.rank;
+  StallVerdict v(VerdictKind::straggler, f.median_excess >= 0.2 * step ? Severity::high : Severity::moderate, f.rank);
   v.role = RoleKind::model;
   v.numbers = {{"rank", f.rank},          {"host", m.host},
                {"gpu", m.gpu},            {"role", to_string(v.role)},
@@ -448,10 +442,7 @@ std::vector<StallVerdict> data_straggler_verdicts(const TrainAnalysis& a) {
   std::vector<StallVerdict> verdicts;
   for (const auto& f : find_stragglers(data_busy, a.role_step_seconds.p50)) {
     const auto& d = *datas.at(f.rank);
-    StallVerdict v;
-    v.kind = VerdictKind::straggler;
-    v.severity = Severity::moderate;
-    v.rank = f.rank;
+    StallVerdict v(VerdictKind::straggler, Severity::moderate, f.rank);
     v.role = RoleKind::data;
     v.numbers = {{"rank", f.rank},
                  {"host", d.host},
@@ -560,9 +551,7 @@ std::string cyclic_recommendation(const TrainAnalysis& a, const CyclicStall& c, 
 }
 
 StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
-  StallVerdict v;
-  v.kind = VerdictKind::cyclic_stall;
-  v.severity = Severity::moderate;
+  StallVerdict v(VerdictKind::cyclic_stall, Severity::moderate);
   json known_json = json::array();
   std::string match;
   for (const auto& k : known_periods(a)) {
@@ -592,10 +581,7 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
 }
 
 StallVerdict hang_verdict(const TrainAnalysis& a) {
-  StallVerdict v;
-  v.kind = VerdictKind::hang;
-  v.severity = Severity::high;
-  v.rank = a.hang.culprit;
+  StallVerdict v(VerdictKind::hang, Severity::high, a.hang.culprit);
   json ranks = json::array();
   for (const auto& f : a.hang.ranks) {
     ranks.push_back({{"rank", f.rank}, {"status", f.status}, {"waiting_for", f.waiting_for}, {"last_step", f.last_step}});
@@ -850,8 +836,7 @@ namespace {
 
 // Too few steady steps for the rules: what the run had and what it needs.
 StallVerdict thin_run_verdict(const TrainAnalysis& a) {
-  StallVerdict v;
-  v.kind = VerdictKind::no_verdict;
+  StallVerdict v(VerdictKind::no_verdict);
   v.summary = a.model_ranks.empty()
                   ? "no model-rank timelines, so no step times to judge"
                   : fmt::format("only {} steady steps after dropping {} warm-up steps; the rules need at least {}",

@@ -54,6 +54,10 @@ inline constexpr size_t cyclic_min_spikes = 3;
 inline constexpr double cyclic_min_gap_share = 0.70;
 
 struct StallVerdict {
+  StallVerdict() = default;
+  explicit StallVerdict(VerdictKind what, Severity grade = Severity::none, int named_rank = -1)
+      : kind(what), severity(grade), rank(named_rank) {}
+
   VerdictKind kind = VerdictKind::no_verdict;
   Severity severity = Severity::none;
   std::string summary;   // one line with the numbers
