@@ -190,6 +190,11 @@ void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool q
 void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_per_step, double exposed_per_step,
                      double baseline_step_s, StallVerdict& v);
 
+// Whether the exposed communication is mostly the gradient all-reduce (else the batch transfer).
+bool allreduce_exposed_most(const TrainAnalysis& a) {
+  return a.allreduce_exposed_fraction >= a.transfer_exposed_fraction;
+}
+
 // The rate the exposed communication moved at: the all-reduce's bytes over its seconds, or the
 // data ranks' sends over theirs.
 double achieved_bytes_per_second(const TrainAnalysis& a, bool allreduce) {
@@ -215,7 +220,7 @@ StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler)
   StallVerdict v(VerdictKind::communication_bound);
   const double comm = std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction);
   v.severity = comm >= comm_bound_high ? Severity::high : Severity::moderate;
-  const bool allreduce = a.allreduce_exposed_fraction >= a.transfer_exposed_fraction;
+  const bool allreduce = allreduce_exposed_most(a);
   int64_t bytes = 0;
   for (const auto& m : a.model_ranks) bytes += m.allreduce_bytes;
   const double achieved = achieved_bytes_per_second(a, allreduce);
@@ -401,12 +406,16 @@ StallVerdict model_straggler_verdict(const TrainAnalysis& a, const ModelRankAnal
   return v;
 }
 
-std::vector<StallVerdict> model_straggler_verdicts(const TrainAnalysis& a) {
+// A model rank the step straggler rule found, and the measure it was found on.
+struct ModelStraggler {
+  StragglerFinding finding;
+  std::string measure;  // "forward" or "forward+backward+optimizer"
+};
+
+std::vector<ModelStraggler> find_model_stragglers(const TrainAnalysis& a) {
   const double step = a.role_step_seconds.p50;
   std::vector<RankStepValue> model_busy, model_forward;
-  std::map<int, const ModelRankAnalysis*> models;
   for (const auto& m : a.model_ranks) {
-    models[m.rank] = &m;
     for (const auto& s : m.steps) {
       if (!s.steady) continue;
       model_busy.push_back({m.rank, s.step, s.busy_seconds()});
@@ -424,9 +433,17 @@ std::vector<StallVerdict> model_straggler_verdicts(const TrainAnalysis& a) {
     measure[f.rank] = "forward+backward+optimizer";
     findings.push_back(f);
   }
+  std::vector<ModelStraggler> stragglers;
+  for (const auto& f : findings) stragglers.push_back({f, measure.at(f.rank)});
+  return stragglers;
+}
+
+std::vector<StallVerdict> model_straggler_verdicts(const TrainAnalysis& a, const std::vector<ModelStraggler>& found) {
+  std::map<int, const ModelRankAnalysis*> models;
+  for (const auto& m : a.model_ranks) models[m.rank] = &m;
   std::vector<StallVerdict> verdicts;
-  for (const auto& f : findings) {
-    verdicts.push_back(model_straggler_verdict(a, *models.at(f.rank), f, measure.at(f.rank), step));
+  for (const auto& [f, measure] : found) {
+    verdicts.push_back(model_straggler_verdict(a, *models.at(f.rank), f, measure, a.role_step_seconds.p50));
   }
   return verdicts;
 }
@@ -850,7 +867,7 @@ StallVerdict thin_run_verdict(const TrainAnalysis& a) {
 
 // The all-reduce is where the other model ranks wait for a descheduled or straggling one: its
 // cost shows up in the communication verdict, which says so and puts fixing that rank first.
-void blame_slow_model_rank(const TrainAnalysis& a, const StallVerdict* straggler, StallVerdict& v) {
+void blame_slow_model_rank(const TrainAnalysis& a, const StragglerFinding* straggler, StallVerdict& v) {
   if (const RankCpu* stopped = descheduled_model_rank(a)) {
     v.summary += "; " + descheduled_cause(*stopped) + ", and the others wait for it there";
     v.recommendation = fmt::format("rank {} did not run most of the time (see descheduled): fix that first; beyond "
@@ -859,7 +876,7 @@ void blame_slow_model_rank(const TrainAnalysis& a, const StallVerdict* straggler
   }
   if (straggler) {
     v.summary += fmt::format("; the other ranks wait there for straggler rank {} (+{:.3f} s per step)", straggler->rank,
-                             straggler->numbers.value("excess_seconds_per_step", 0.0));
+                             straggler->median_excess);
     v.recommendation = fmt::format("fix the straggler (rank {}) first, then look at the all-reduce again; beyond it: ",
                                    straggler->rank) + v.recommendation;
     v.numbers["straggler_rank"] = straggler->rank;
@@ -907,15 +924,15 @@ double exposed_communication(const TrainAnalysis& a) {
 // straggler, cyclic, compute.
 void steady_state_verdicts(const TrainAnalysis& a, std::vector<StallVerdict>& verdicts) {
   if (a.input_wait_fraction >= input_bound_moderate) verdicts.push_back(input_verdict(a));
-  std::vector<StallVerdict> stragglers = model_straggler_verdicts(a);
-  const StallVerdict* model_straggler = stragglers.empty() ? nullptr : &stragglers.front();
+  const std::vector<ModelStraggler> model_stragglers = find_model_stragglers(a);
+  const StragglerFinding* first = model_stragglers.empty() ? nullptr : &model_stragglers.front().finding;
   if (exposed_communication(a) >= comm_bound_moderate) {
-    StallVerdict v = communication_verdict(a, model_straggler != nullptr);
-    if (v.numbers["exposed"] == "allreduce") blame_slow_model_rank(a, model_straggler, v);
+    StallVerdict v = communication_verdict(a, first != nullptr);
+    if (allreduce_exposed_most(a)) blame_slow_model_rank(a, first, v);
     verdicts.push_back(v);
   }
-  for (auto& v : data_straggler_verdicts(a)) stragglers.push_back(v);
-  for (const auto& v : stragglers) verdicts.push_back(v);
+  for (auto& v : model_straggler_verdicts(a, model_stragglers)) verdicts.push_back(v);
+  for (auto& v : data_straggler_verdicts(a)) verdicts.push_back(v);
   if (const CyclicStall cyclic = job_cyclic_stall(a); cyclic.found) verdicts.push_back(cyclic_verdict(a, cyclic));
   if (a.input_wait_fraction < compute_bound_input_below && exposed_communication(a) < compute_bound_comm_below) {
     verdicts.push_back(compute_verdict(a));
