@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/stall_verdicts.h"
@@ -230,14 +231,20 @@ inline std::vector<RankTimeline> make_prep_timelines(int ranks, int rows_per_ran
   return timelines;
 }
 
-// What CpuWatch would record for a process stopped `stop_ms` of every `period_ms` over its spans.
-inline nlohmann::json resources_stopped(const RankTimeline& t, int64_t stop_ms, int64_t period_ms) {
-  using nlohmann::json;
+// The first start and the last end of `t`'s spans.
+inline std::pair<int64_t, int64_t> span_extent(const RankTimeline& t) {
   int64_t start = INT64_MAX, end = INT64_MIN;
   for (const auto& s : t.spans) {
     start = std::min(start, s.start_ns);
     end = std::max(end, s.end_ns);
   }
+  return {start, end};
+}
+
+// What CpuWatch would record for a process stopped `stop_ms` of every `period_ms` over its spans.
+inline nlohmann::json resources_stopped(const RankTimeline& t, int64_t stop_ms, int64_t period_ms) {
+  using nlohmann::json;
+  const auto [start, end] = span_extent(t);
   json stalls = json::array();
   double stalled = 0;
   for (int64_t at = start; stop_ms > 0 && at + stop_ms * 1'000'000 <= end; at += period_ms * 1'000'000) {
@@ -257,11 +264,7 @@ inline nlohmann::json resources_stopped(const RankTimeline& t, int64_t stop_ms, 
 // spans, in 250 ms intervals, using `cores` of CPU meanwhile (resources.storage_reads).
 inline nlohmann::json storage_reads(const RankTimeline& t, double bytes_per_s, double cores) {
   using nlohmann::json;
-  int64_t start = INT64_MAX, end = INT64_MIN;
-  for (const auto& s : t.spans) {
-    start = std::min(start, s.start_ns);
-    end = std::max(end, s.end_ns);
-  }
+  const auto [start, end] = span_extent(t);
   json intervals = json::array();
   int64_t total = 0;
   for (int64_t at = start; at + 250'000'000 <= end; at += 250'000'000) {
