@@ -2,7 +2,6 @@
 // A rank's role as the report reasons about it: parsed once from the timeline's `role` field
 // (timing/timeline_file.h) where the timeline is read, then carried as data. The recorded text
 // stays beside it because the report shows it as written ("model (python)", "data+model").
-#include <optional>
 #include <string>
 #include <string_view>
 
