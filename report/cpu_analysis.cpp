@@ -13,7 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-std::string pct(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
+// Shares in whole percent: the OS's sampling is no finer.
+std::string whole_percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
 
 int64_t number_or(const json& j, const char* key, int64_t fallback) {
   const auto it = j.find(key);
@@ -41,12 +42,6 @@ bool quota_throttled(const RankCpu& c) {
   return c.held_by_quota || (c.quota_cores && c.throttled_seconds > 0.25 * std::max(c.stalled_seconds, 1e-3));
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string list;
-  for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
-  return list.empty() ? "none" : list;
-}
-
 // The storage-read intervals inside [start_ns, end_ns) (the whole record when there is no window),
 // each counted by the share of it inside.
 void clip_storage_reads(RankCpu& c, const RankStalls& stalls, int64_t start_ns, int64_t end_ns) {
@@ -72,7 +67,7 @@ void clip_storage_reads(RankCpu& c, const RankStalls& stalls, int64_t start_ns, 
 json RankCpu::to_json() const {
   return {{"rank", rank},
           {"name", name},
-          {"role", role},
+          {"role", role.recorded},
           {"measured", measured},
           {"window_seconds", window_seconds},
           {"stalled_seconds", stalled_seconds},
@@ -138,7 +133,7 @@ RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, const RankStalls& 
   c.rank = aligned.rank;
   c.name = describe_rank(aligned);
   c.host = aligned.host;
-  c.role = aligned.role;
+  c.role = RankRole::of(aligned.role);
   const json& r = aligned.resources;
   if (!r.is_object()) return c;
   c.measured = true;
@@ -203,20 +198,17 @@ std::string descheduled_cause(const RankCpu& c) {
   if (quota_throttled(c)) {
     return fmt::format("rank {} was held to {:.2f} cores by its cgroup's CPU quota (throttled {} of the wall time, "
                        "stalled {} of the window)",
-                       c.rank, *c.quota_cores, pct(c.throttled_share()), pct(1 - c.ran_fraction));
+                       c.rank, *c.quota_cores, whole_percent(c.throttled_share()), whole_percent(1 - c.ran_fraction));
   }
-  return fmt::format("rank {} ran {} of the wall time: starved of CPU or stopped", c.rank, pct(c.ran_fraction));
+  return fmt::format("rank {} ran {} of the wall time: starved of CPU or stopped", c.rank, whole_percent(c.ran_fraction));
 }
 
 StallVerdict descheduled_verdict(const TrainAnalysis& a, const RankCpu& c) {
-  StallVerdict v;
-  v.kind = "descheduled";
-  v.severity = "HIGH";
-  v.rank = c.rank;
+  StallVerdict v(VerdictKind::descheduled, Severity::high, c.rank);
   const bool quota = quota_throttled(c);
   v.numbers = {{"rank", c.rank},
                {"host", c.host},
-               {"role", c.role},
+               {"role", c.role.recorded},
                {"cause", quota ? "cpu_quota" : "stopped_or_starved"},
                {"ran_fraction", c.ran_fraction},
                {"others_ran_fraction", c.others_ran_fraction},
@@ -232,7 +224,7 @@ StallVerdict descheduled_verdict(const TrainAnalysis& a, const RankCpu& c) {
                {"major_faults", c.major_faults}};
   v.summary = fmt::format("{} (the other ranks ran {}): {} ({}); {} stalls of up to {:.3f} s, {:.1f} s of the {:.1f} s "
                           "window; it used {:.2f} cores on average{}",
-                          descheduled_cause(c), pct(c.others_ran_fraction), c.name,
+                          descheduled_cause(c), whole_percent(c.others_ran_fraction), c.name,
                           quota ? "throttled by its cgroup" : "no thread of it ran", c.stalls,
                           c.longest_stall_seconds, c.stalled_seconds, c.window_seconds, c.cpu_cores_mean,
                           quota ? fmt::format(", its cgroup throttled it {:.1f} s", c.throttled_seconds) : "");
@@ -240,7 +232,7 @@ StallVerdict descheduled_verdict(const TrainAnalysis& a, const RankCpu& c) {
   for (const auto& t : a.timelines) {
     if (t.rank == c.rank) feeds = t.feeds;
   }
-  const std::string who = c.role == "data" ? fmt::format("its model ranks ({}) waited for batches it was not running "
+  const std::string who = c.role.kind == RoleKind::data ? fmt::format("its model ranks ({}) waited for batches it was not running "
                                                          "to make: neither the transport nor train.credits is the limit",
                                                          rank_list(feeds))
                                            : "every other model rank waits for it in the all-reduce";

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/rank_role.h"
 #include "timing/timeline_file.h"
 
 namespace sluice::report {
@@ -45,7 +46,7 @@ struct RankCpu {
   int rank = 0;
   std::string name;  // describe_rank
   std::string host;
-  std::string role;
+  RankRole role;
   bool measured = false;          // the timeline has `resources`
   double window_seconds = 0;      // the window the stall numbers cover
   double stalled_seconds = 0;     // stall intervals clipped to the window

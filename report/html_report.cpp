@@ -5,7 +5,9 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "report/report_document.h"
 #include "report/report_documents.h"
+#include "report/report_text.h"
 
 namespace sluice::report {
 namespace {
@@ -13,20 +15,6 @@ namespace {
 constexpr const char* palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 std::string color(size_t i) { return palette[i % (sizeof(palette) / sizeof(palette[0]))]; }
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 struct Series {
   std::string label;
@@ -48,17 +36,17 @@ std::string axis(double x_min, double x_max, double y_min, double y_max, const s
     svg += fmt::format("<text x='{}' y='{}' class='tick' text-anchor='middle'>{:.4g}</text>", x, top + h + 14, xv);
   }
   svg += fmt::format("<text x='{}' y='{}' class='label' text-anchor='middle'>{}</text>", left + w / 2,
-                     chart_height - 6, escape(x_label));
+                     chart_height - 6, html_escape(x_label));
   svg += fmt::format("<text x='12' y='{}' class='label' transform='rotate(-90 12 {})' text-anchor='middle'>{}</text>",
-                     top + h / 2, top + h / 2, escape(y_label));
+                     top + h / 2, top + h / 2, html_escape(y_label));
   return svg;
 }
 
 std::string legend(const std::vector<std::string>& labels) {
   std::string html = "<div class='legend'>";
   for (size_t i = 0; i < labels.size(); ++i) {
-    html += fmt::format("<span class='key' data-series='{}'><i style='background:{}'></i>{}</span>", escape(labels[i]),
-                        color(i), escape(labels[i]));
+    html += fmt::format("<span class='key' data-series='{}'><i style='background:{}'></i>{}</span>", html_escape(labels[i]),
+                        color(i), html_escape(labels[i]));
   }
   return html + "</div>";
 }
@@ -93,7 +81,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
       y_max = std::max(y_max, y);
     }
   }
-  std::string html = "<h3>" + escape(title) + "</h3>";
+  std::string html = "<h3>" + html_escape(title) + "</h3>";
   if (!std::isfinite(x_min)) return html + "<p class='empty'>no data recorded</p>";
   if (x_max <= x_min) x_max = x_min + 1;
   if (y_max <= 0) y_max = 1;
@@ -121,7 +109,7 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
     }
     html += fmt::format("<polyline data-line='{}' fill='none' stroke='{}' stroke-width='1.2' points='{}'><title>{}</title>"
                         "</polyline>",
-                        escape(series[i].label), color(i), points, escape(series[i].label));
+                        html_escape(series[i].label), color(i), points, html_escape(series[i].label));
   }
   return html + "</svg>" + legend(labels);
 }
@@ -132,7 +120,7 @@ struct Bar {
 };
 
 std::string stacked_bars(const std::string& title, const std::vector<Bar>& bars, const std::string& unit) {
-  std::string html = "<h3>" + escape(title) + "</h3>";
+  std::string html = "<h3>" + html_escape(title) + "</h3>";
   if (bars.empty()) return html + "<p class='empty'>no data recorded</p>";
   std::vector<std::string> keys;
   double max_total = 0;
@@ -152,25 +140,25 @@ std::string stacked_bars(const std::string& title, const std::vector<Bar>& bars,
   for (size_t i = 0; i < bars.size(); ++i) {
     const double y = 5 + static_cast<double>(i) * (bar_height + 8);
     html += fmt::format("<text x='{}' y='{}' class='tick' text-anchor='end'>{}</text>", label_width - 6,
-                        y + bar_height / 2 + 4, escape(bars[i].label));
+                        y + bar_height / 2 + 4, html_escape(bars[i].label));
     double x = label_width, total = 0;
     for (const auto& [key, value] : bars[i].parts) {
       const size_t k = static_cast<size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
       const double bw = width * value / max_total;
       html += fmt::format("<rect data-line='{}' x='{:.1f}' y='{}' width='{:.1f}' height='{}' fill='{}'><title>{}: {:.4g} "
                           "{}</title></rect>",
-                          escape(key), x, y, bw, bar_height, color(k), escape(key), value, escape(unit));
+                          html_escape(key), x, y, bw, bar_height, color(k), html_escape(key), value, html_escape(unit));
       x += bw;
       total += value;
     }
     html += fmt::format("<text x='{:.1f}' y='{}' class='tick'>{:.4g} {}</text>", x + 4, y + bar_height / 2 + 4, total,
-                        escape(unit));
+                        html_escape(unit));
   }
   return html + "</svg>" + legend(keys);
 }
 
 std::string histogram(const std::string& title, const std::vector<double>& values, const std::string& x_label) {
-  std::string html = "<h3>" + escape(title) + "</h3>";
+  std::string html = "<h3>" + html_escape(title) + "</h3>";
   if (values.empty()) return html + "<p class='empty'>no data recorded</p>";
   const double lo = *std::min_element(values.begin(), values.end());
   double hi = *std::max_element(values.begin(), values.end());
@@ -195,7 +183,7 @@ std::string histogram(const std::string& title, const std::vector<double>& value
 }
 
 std::string page(const std::string& title, const std::string& body) {
-  return "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" + escape(title) +
+  return "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>" + html_escape(title) +
          "</title><style>"
          "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:960px}"
          "h1{font-size:20px}h2{font-size:17px;margin-top:28px}h3{font-size:14px;margin:18px 0 4px}"
@@ -225,49 +213,21 @@ std::string page(const std::string& title, const std::string& body) {
          "})();\n</script></body></html>\n";
 }
 
-std::string verdict_html(const std::vector<StallVerdict>& verdicts) {
-  std::string html = "<h2>Verdict</h2>";
+// The verdicts as boxes coloured by severity (the CSS of page()).
+std::string verdict_boxes(const std::vector<StallVerdict>& verdicts) {
+  std::string html;
   if (verdicts.empty()) html += "<div class='verdict none'>No rule fired.</div>";
   for (const auto& v : verdicts) {
-    std::string name = v.kind;
-    std::replace(name.begin(), name.end(), '_', '-');
+    const std::string severity(to_string(v.severity));
     html += fmt::format("<div class='verdict {}'><b>{} {}</b>: {}<div class='rec'>what to do: {}</div></div>",
-                        v.severity.empty() ? "none" : v.severity, escape(name), escape(v.severity), escape(v.summary),
-                        escape(v.recommendation));
+                        severity.empty() ? "none" : severity, html_escape(v.title()), html_escape(severity),
+                        html_escape(v.summary), html_escape(v.recommendation));
   }
   return html;
 }
 
-std::string table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::string html = "<table><tr>";
-  for (const auto& h : header) html += "<th>" + escape(h) + "</th>";
-  html += "</tr>";
-  for (const auto& row : rows) {
-    html += "<tr>";
-    for (const auto& cell : row) html += "<td>" + escape(cell) + "</td>";
-    html += "</tr>";
-  }
-  return html + "</table>";
-}
-
-std::string ms(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
-std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
-
-}  // namespace
-
-std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
-                              const std::string& run_dir) {
-  std::string body = "<h1>sluice train report: " + escape(run_dir) + "</h1>";
-  if (a.gpu_busy_fraction) body += "<p><b>" + escape(gpu_busy_text(a)) + "</b></p>";
-  body += verdict_html(verdicts);
-  body += fmt::format("<p>Steady state: steps {}–{} ({} per model rank after {} warm-up steps). Input wait {}, exposed "
-                      "all-reduce {}, exposed transfer {}. Clock uncertainty ±{:.1f} us; causality violations {} of {}.</p>",
-                      a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
-                      pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction), pct(a.transfer_exposed_fraction),
-                      static_cast<double>(a.clock.max_uncertainty_ns) / 1000, a.clock.causality.violations,
-                      a.clock.causality.pairs_checked);
-  if (a.steady.capped) body += "<p>" + escape(capped_window_text(a)) + "</p>";
-  body += "<h2>Charts</h2>";
+// Step time per model rank over the steps (and, when capped, the job's mean over every step).
+std::string step_time_chart(const TrainAnalysis& a) {
   std::vector<Series> steps;
   for (const auto& m : a.model_ranks) {
     Series s{m.name, {}};
@@ -284,31 +244,37 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
                              "steps, which the verdicts cover (grey: warm-up and steps before them)",
                              max_analysed_steps);
   }
-  body += line_chart(step_title, steps, "global step", "seconds", false,
-                     a.steady.first_step >= 0 ? static_cast<double>(a.steady.first_step) : NAN);
+  return line_chart(step_title, steps, "global step", "seconds", false,
+                    a.steady.first_step >= 0 ? static_cast<double>(a.steady.first_step) : NAN);
+}
 
+// The model ranks' stages per step, and the data ranks' main-thread stages (readers aside).
+std::string stage_charts(const TrainAnalysis& a) {
   std::vector<Bar> bars;
   for (const auto& m : a.model_ranks) {
     Bar b{m.name, {}};
-    for (const auto& [stage, breakdown] : m.stages) b.parts.emplace_back(std::string(timing::to_string(stage)), 1000 * breakdown.per_step.mean);
+    for (const auto& [stage, breakdown] : m.stages) b.parts.emplace_back(stage_name(stage), 1000 * breakdown.per_step.mean);
     bars.push_back(b);
   }
-  body += stacked_bars("Stage breakdown per model rank (mean per steady step)", bars, "ms");
+  std::string html = stacked_bars("Stage breakdown per model rank (mean per steady step)", bars, "ms");
   std::vector<Bar> data_bars;
   for (const auto& d : a.data_ranks) {
     Bar b{d.name, {}};
     for (Stage stage : data_stages) {
       if (stage == Stage::cache_read || stage == Stage::collate) continue;
-      b.parts.emplace_back(std::string(timing::to_string(stage)), 100 * d.stage_fraction.at(stage));
+      b.parts.emplace_back(stage_name(stage), 100 * d.stage_fraction.at(stage));
     }
     data_bars.push_back(b);
   }
-  if (!data_bars.empty()) body += stacked_bars("Data ranks' main thread (share of the steady window)", data_bars, "%");
+  if (!data_bars.empty()) html += stacked_bars("Data ranks' main thread (share of the steady window)", data_bars, "%");
+  return html;
+}
 
+// Queue depth and credits of the first few ranks with counters (the analysis keeps theirs
+// alone): a chart of thousands of lines shows nothing.
+std::string counter_chart(const TrainAnalysis& a) {
   std::vector<Series> counters;
   const int64_t origin = a.counters_start_ns;
-  // The first few ranks with counters (the analysis keeps theirs alone): a chart of thousands of
-  // lines shows nothing.
   size_t charted = 0;
   for (const auto& t : a.timelines) {
     if (t.counters.empty()) continue;
@@ -321,79 +287,108 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
       if (!s.points.empty()) counters.push_back(s);
     }
   }
-  body += line_chart("Queue depth and credits over time", counters, "seconds since the first sample", "batches", true);
+  return line_chart("Queue depth and credits over time", counters, "seconds since the first sample", "batches", true);
+}
 
+std::string step_histogram(const TrainAnalysis& a) {
   std::vector<double> steady_times;
   for (const auto& m : a.model_ranks) {
     for (const auto& r : m.steps) {
       if (r.steady) steady_times.push_back(r.seconds);
     }
   }
-  body += histogram("Step time histogram (steady steps, every model rank)", steady_times, "seconds");
+  return histogram("Step time histogram (steady steps, every model rank)", steady_times, "seconds");
+}
 
-  body += "<h2>Model ranks (steady steps, ms)</h2>";
-  std::vector<std::vector<std::string>> rows;
+void rank_tables(ReportDocument& doc, const TrainAnalysis& a) {
+  doc.heading("Model ranks (steady steps, ms)");
+  DocumentTable models{{"rank", "steps", "step p50", "p95", "p99", "busy p50", "input wait", "exposed all-reduce"}, {}, {}, {}};
   for (const auto& m : a.model_ranks) {
-    rows.push_back({m.name, std::to_string(m.steady_steps), ms(m.step_seconds.p50), ms(m.step_seconds.p95),
-                    ms(m.step_seconds.p99), ms(m.busy_seconds.p50), pct(m.input_wait_fraction),
-                    pct(m.allreduce_exposed_fraction)});
+    models.rows.push_back({m.name, std::to_string(m.steady_steps), milliseconds(m.step_seconds.p50),
+                           milliseconds(m.step_seconds.p95), milliseconds(m.step_seconds.p99),
+                           milliseconds(m.busy_seconds.p50), percent(m.input_wait_fraction),
+                           percent(m.allreduce_exposed_fraction)});
   }
-  body += table({"rank", "steps", "step p50", "p95", "p99", "busy p50", "input wait", "exposed all-reduce"}, rows);
-  if (!a.data_ranks.empty()) {
-    body += "<h2>Data ranks (share of the steady window)</h2>";
-    rows.clear();
-    for (const auto& d : a.data_ranks) {
-      rows.push_back({d.name, pct(d.stage_fraction.at(Stage::cache_read)), pct(d.stage_fraction.at(Stage::collate)),
-                      pct(d.stage_fraction.at(Stage::wait_for_reader)), pct(d.stage_fraction.at(Stage::credit_wait)),
-                      pct(d.stage_fraction.at(Stage::send)), std::to_string(d.batches_sent),
-                      d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-", from_storage_text(a, d)});
-    }
-    body += table({"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth",
-                   "from storage"},
-                  rows);
+  doc.table(std::move(models));
+  if (a.data_ranks.empty()) return;
+  doc.heading("Data ranks (share of the steady window)");
+  DocumentTable data{{"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth",
+                      "from storage"}, {}, {}, {}};
+  for (const auto& d : a.data_ranks) {
+    data.rows.push_back({d.name, percent(d.stage_fraction.at(Stage::cache_read)),
+                         percent(d.stage_fraction.at(Stage::collate)), percent(d.stage_fraction.at(Stage::wait_for_reader)),
+                         percent(d.stage_fraction.at(Stage::credit_wait)), percent(d.stage_fraction.at(Stage::send)),
+                         std::to_string(d.batches_sent),
+                         d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-", from_storage_text(a, d)});
   }
-  if (std::any_of(a.cpu.begin(), a.cpu.end(), [](const RankCpu& c) { return c.measured; })) {
-    body += "<h2>CPU and storage (ran: share of the window the process was not stopped or starved; storage read: bytes "
-            "fetched from block devices in the window)</h2>";
-    rows.clear();
-    for (const auto& c : a.cpu) {
-      if (!c.measured) continue;
-      rows.push_back({c.name + (c.descheduled ? " (descheduled)" : ""), pct(c.ran_fraction), std::to_string(c.stalls),
-                      fmt::format("{:.2f}", c.cpu_cores_mean), c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
-                      fmt::format("{:.1f}", c.throttled_seconds),
-                      c.storage_measured ? bytes_text(static_cast<double>(c.storage_read_bytes)) : "-",
-                      c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
-    }
-    body += table({"rank", "ran", "stalls", "cores used", "CPU quota", "throttled s", "storage read", "cores while reading"},
-                  rows);
+  doc.table(std::move(data));
+}
+
+void cpu_table(ReportDocument& doc, const TrainAnalysis& a) {
+  if (std::none_of(a.cpu.begin(), a.cpu.end(), [](const RankCpu& c) { return c.measured; })) return;
+  doc.heading("CPU and storage (ran: share of the window the process was not stopped or starved; storage read: bytes "
+              "fetched from block devices in the window)");
+  DocumentTable table{{"rank", "ran", "stalls", "cores used", "CPU quota", "throttled s", "storage read",
+                       "cores while reading"}, {}, {}, {}};
+  for (const auto& c : a.cpu) {
+    if (!c.measured) continue;
+    table.rows.push_back({c.name + (c.descheduled ? " (descheduled)" : ""), percent(c.ran_fraction),
+                          std::to_string(c.stalls), fmt::format("{:.2f}", c.cpu_cores_mean),
+                          c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
+                          fmt::format("{:.1f}", c.throttled_seconds),
+                          c.storage_measured ? bytes_text(static_cast<double>(c.storage_read_bytes)) : "-",
+                          c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
   }
-  return page("sluice train report", body);
+  doc.table(std::move(table));
+}
+
+}  // namespace
+
+std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
+                              const std::string& run_dir) {
+  ReportDocument doc;
+  doc.heading("sluice train report: " + run_dir, 1);
+  if (a.gpu_busy_fraction) doc.strong_paragraph(gpu_busy_text(a));
+  doc.heading("Verdict").raw(verdict_boxes(verdicts));
+  doc.paragraph(fmt::format("Steady state: steps {}–{} ({} per model rank after {} warm-up steps). Input wait {}, "
+                            "exposed all-reduce {}, exposed transfer {}. Clock uncertainty ±{:.1f} us; causality "
+                            "violations {} of {}.",
+                            a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
+                            percent(a.input_wait_fraction), percent(a.allreduce_exposed_fraction),
+                            percent(a.transfer_exposed_fraction), static_cast<double>(a.clock.max_uncertainty_ns) / 1000,
+                            a.clock.causality.violations, a.clock.causality.pairs_checked));
+  if (a.steady.capped) doc.paragraph(capped_window_text(a));
+  doc.heading("Charts").raw(step_time_chart(a) + stage_charts(a) + counter_chart(a) + step_histogram(a));
+  rank_tables(doc, a);
+  cpu_table(doc, a);
+  return page("sluice train report", render_html(doc));
 }
 
 std::string prep_report_html(const PrepAnalysis& a, const std::string& cache_dir) {
-  std::string body = "<h1>sluice prep report: " + escape(cache_dir) + "</h1>" + verdict_html(a.verdicts);
-  body += fmt::format("<p>{} ranks, {:.1f} s, {:.1f} rows/s; {} of {} rows rejected.</p>", a.ranks.size(), a.job_seconds,
-                      a.rows_per_second, a.rejects, a.corpus_rows);
+  ReportDocument doc;
+  doc.heading("sluice prep report: " + cache_dir, 1).heading("Verdict").raw(verdict_boxes(a.verdicts));
+  doc.paragraph(fmt::format("{} ranks, {:.1f} s, {:.1f} rows/s; {} of {} rows rejected.", a.ranks.size(), a.job_seconds,
+                            a.rows_per_second, a.rejects, a.corpus_rows));
   std::vector<Bar> throughput, stages;
   std::vector<double> rows_seconds;
   for (const auto& r : a.ranks) {
     throughput.push_back({r.name, {{"rows/s", r.rows_per_second}}});
     Bar b{r.name, {}};
     for (Stage stage : prep_stages) {
-      b.parts.emplace_back(std::string(timing::to_string(stage)), r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0);
+      b.parts.emplace_back(stage_name(stage), r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0);
     }
     stages.push_back(b);
     rows_seconds.insert(rows_seconds.end(), r.row_busy_seconds.begin(), r.row_busy_seconds.end());
   }
-  body += stacked_bars("Throughput per rank", throughput, "rows/s");
-  body += stacked_bars("Stage seconds per rank (summed over threads)", stages, "s");
-  body += histogram("Seconds per row (decode + resample + features + write)", rows_seconds, "seconds");
+  doc.raw(stacked_bars("Throughput per rank", throughput, "rows/s") +
+          stacked_bars("Stage seconds per rank (summed over threads)", stages, "s") +
+          histogram("Seconds per row (decode + resample + features + write)", rows_seconds, "seconds"));
   if (!a.reject_reasons.empty()) {
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& [reason, count] : a.reject_reasons) rows.push_back({reason, std::to_string(count)});
-    body += "<h2>Rejects by reason</h2>" + table({"reason", "rows"}, rows);
+    DocumentTable rejects{{"reason", "rows"}, {}, {}, {}};
+    for (const auto& [reason, count] : a.reject_reasons) rejects.rows.push_back({reason, std::to_string(count)});
+    doc.heading("Rejects by reason").table(std::move(rejects));
   }
-  return page("sluice prep report", body);
+  return page("sluice prep report", render_html(doc));
 }
 
 }  // namespace sluice::report

@@ -9,8 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
-
 // "bucket 1 (frames 345-856): 64.2% real" for the bucket whose frames are least real.
 std::string bucket_lines(const json& buckets, int& worst) {
   std::string text;
@@ -19,7 +17,7 @@ std::string bucket_lines(const json& buckets, int& worst) {
     const double e = b.value("frame_efficiency", 1.0);
     text += fmt::format("{}bucket {} ({}-{} frames padded to {}, {} batches) {}", text.empty() ? "" : ", ",
                         b.value("bucket", 0), b.value("shortest_frames", 0), b.value("max_frames", 0),
-                        b.value("max_frames", 0), b.value("batches", 0), pct(e));
+                        b.value("max_frames", 0), b.value("batches", 0), percent(e));
     if (e < worst_efficiency) {
       worst_efficiency = e;
       worst = b.value("bucket", 0);
@@ -36,15 +34,13 @@ std::optional<StallVerdict> padding_verdict(const json& padding) {
   const double frames = total.value("frame_efficiency", 1.0), tokens = total.value("token_efficiency", 1.0);
   const double waste = 1.0 - frames;
   if (waste < padding_waste_moderate) return std::nullopt;
-  StallVerdict v;
-  v.kind = "padding";
-  v.severity = waste >= padding_waste_high ? "HIGH" : "MODERATE";
+  StallVerdict v(VerdictKind::padding, waste >= padding_waste_high ? Severity::high : Severity::moderate);
   int worst = -1;
   const std::string per_bucket = bucket_lines(padding.value("buckets", json::array()), worst);
   v.summary = fmt::format("padding is {} of the model's work: real / padded frames {} (tokens {}) over one epoch's "
                           "{} planned batches ({} at least {}); real frames per bucket: {}",
-                          pct(waste), pct(frames), pct(tokens), total.value("batches", 0), v.severity,
-                          pct(v.severity == "HIGH" ? padding_waste_high : padding_waste_moderate), per_bucket);
+                          percent(waste), percent(frames), percent(tokens), total.value("batches", 0), to_string(v.severity),
+                          percent(v.severity == Severity::high ? padding_waste_high : padding_waste_moderate), per_bucket);
   const json best = [&] {
     json pick;
     for (const auto& alt : padding.value("alternatives", json::array())) {
@@ -63,9 +59,9 @@ std::optional<StallVerdict> padding_verdict(const json& padding) {
   if (!best.is_null() && best.value("padded_frames_saved_fraction", 0.0) > 0.01) {
     v.recommendation = fmt::format("raise train.n_buckets from {} to {}: real / padded frames {} -> {}, {} fewer padded "
                                    "frames (and model work) for the same samples{}",
-                                   padding.value("n_buckets", 0), best.value("n_buckets", 0), pct(frames),
-                                   pct(best.value("frame_efficiency", 1.0)),
-                                   pct(best.value("padded_frames_saved_fraction", 0.0)), budget_note);
+                                   padding.value("n_buckets", 0), best.value("n_buckets", 0), percent(frames),
+                                   percent(best.value("frame_efficiency", 1.0)),
+                                   percent(best.value("padded_frames_saved_fraction", 0.0)), budget_note);
   } else if (!padding.value("bucket_edges", json::array()).empty()) {
     v.recommendation = fmt::format("train.bucket_edges fixes the buckets (train.n_buckets has no effect): add edges "
                                    "inside bucket {}, whose samples are the least real, or clear train.bucket_edges "

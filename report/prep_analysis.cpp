@@ -20,10 +20,7 @@ StallVerdict error_stop_verdict(const PrepAnalysis& a, const nlohmann::json& sum
   const int rank = summary.value("error_rank", -1);
   const std::string host = summary.value("error_host", "");
   const bool environment = reason == "environment_error";
-  StallVerdict v;
-  v.kind = "stopped";
-  v.severity = "HIGH";
-  v.rank = rank;
+  StallVerdict v(VerdictKind::stopped, Severity::high, rank);
   v.numbers = {{"reason", reason}, {"error", error}, {"error_rank", rank}, {"error_host", host},
                {"rejects", a.rejects}, {"corpus_rows", a.corpus_rows}};
   const std::string who = rank >= 0 ? fmt::format("rank {}{} failed", rank, host.empty() ? "" : " (host " + host + ")")
@@ -64,9 +61,7 @@ std::optional<StallVerdict> stop_verdict(const PrepAnalysis& a) {
   for (size_t i = 0; i < by_count.size() && i < 3; ++i) {
     top += fmt::format("{}{} {}", top.empty() ? "" : ", ", by_count[i].second, by_count[i].first);
   }
-  StallVerdict v;
-  v.kind = "stopped";
-  v.severity = "HIGH";
+  StallVerdict v(VerdictKind::stopped, Severity::high);
   v.numbers = {{"reason", reason},
                {"rejects", a.rejects},
                {"corpus_rows", a.corpus_rows},
@@ -85,136 +80,161 @@ std::optional<StallVerdict> stop_verdict(const PrepAnalysis& a) {
   return v;
 }
 
+// prep-report.json's totals into `a`; its per-rank entries by rank.
+std::map<int, nlohmann::json> read_prep_report(const nlohmann::json& prep_report, PrepAnalysis& a) {
+  std::map<int, nlohmann::json> report_ranks;
+  if (!prep_report.is_object()) return report_ranks;
+  const nlohmann::json ranks = prep_report.value("ranks", nlohmann::json::array());
+  for (const auto& r : ranks) report_ranks[r.value("rank", -1)] = r;
+  const nlohmann::json reasons = prep_report.value("reject_reasons", nlohmann::json::object());
+  for (const auto& [reason, count] : reasons.items()) {
+    if (count.is_number()) a.reject_reasons[reason] = count.get<int64_t>();
+  }
+  a.rejects = prep_report.value("rejects", int64_t{0});
+  a.corpus_rows = prep_report.value("corpus_rows", int64_t{0});
+  return report_ranks;
+}
+
+// One prep rank from its aligned spans; `reported`: its prep-report.json entry (null if none).
+// `start`/`end` widen to its first and last prep span.
+PrepRankAnalysis analyze_prep_rank(const RankTimeline& t, const nlohmann::json& reported, int64_t& start,
+                                   int64_t& end) {
+  PrepRankAnalysis r;
+  r.rank = t.rank;
+  r.name = describe_rank(t);
+  r.host = t.host;
+  r.status = t.status;
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  std::map<int64_t, double> per_row;
+  for (const auto& s : t.spans) {
+    if (!is_prep_stage(s.stage)) continue;
+    first = std::min(first, s.start_ns);
+    last = std::max(last, s.end_ns);
+    const double seconds = static_cast<double>(s.end_ns - s.start_ns) * 1e-9;
+    r.stage_seconds[s.stage] += seconds;
+    if (s.step >= 0) per_row[s.step] += seconds;
+  }
+  if (first < last) {
+    r.window_seconds = static_cast<double>(last - first) * 1e-9;
+    start = std::min(start, first);
+    end = std::max(end, last);
+  }
+  r.rows = static_cast<int64_t>(per_row.size());
+  for (const auto& [row, seconds] : per_row) r.row_busy_seconds.push_back(seconds);
+  r.row_seconds = Distribution::of(r.row_busy_seconds);
+  r.rows_per_second = r.window_seconds > 0 ? static_cast<double>(r.rows) / r.window_seconds : 0;
+  if (reported.is_object()) {
+    r.audio_seconds = reported.value("audio_seconds", -1.0);
+    r.rejects = reported.value("rejects", int64_t{-1});
+    if (r.audio_seconds >= 0 && r.window_seconds > 0) r.audio_seconds_per_second = r.audio_seconds / r.window_seconds;
+  }
+  return r;
+}
+
+StallVerdict prep_straggler_verdict(const PrepAnalysis& a, const StragglerFinding& f) {
+  const auto& r = *std::find_if(a.ranks.begin(), a.ranks.end(), [&](const PrepRankAnalysis& x) { return x.rank == f.rank; });
+  std::vector<double> windows;
+  for (const auto& other : a.ranks) {
+    if (other.rank != f.rank) windows.push_back(other.window_seconds);
+  }
+  const double late = r.window_seconds - median(windows);
+  StallVerdict v(VerdictKind::straggler, Severity::moderate, f.rank);
+  v.role = RoleKind::prep;
+  v.numbers = {{"rank", f.rank},
+               {"host", r.host},
+               {"role", to_string(v.role)},
+               {"row_seconds_p50", f.rank_median},
+               {"role_row_seconds_p50", f.role_median},
+               {"rows_over_threshold", f.flagged_share},
+               {"rows", f.items},
+               {"rows_per_second", r.rows_per_second},
+               {"finished_later_seconds", late}};
+  v.summary = fmt::format("{} needs {:.4f} s per row against {:.4f} s on the other prep ranks in {:.0f}% of its {} "
+                          "rows ({:.1f} rows/s); it finished {:.1f} s after the median rank",
+                          r.name, f.rank_median, f.role_median, 100 * f.flagged_share, f.items, r.rows_per_second,
+                          late);
+  v.recommendation = fmt::format("check host {} (CPU load, the corpus's file system from that node); ranks ask for "
+                                 "shards as they go, so the others already took on more of the work, and a rerun "
+                                 "keeps every finished shard",
+                                 r.host);
+  return v;
+}
+
+// Stragglers: a rank's seconds per row against the other prep ranks' rows, pooled.
+std::vector<StallVerdict> prep_straggler_verdicts(const PrepAnalysis& a) {
+  std::map<int, std::vector<double>> busy;
+  for (const auto& r : a.ranks) {
+    if (!r.row_busy_seconds.empty()) busy[r.rank] = r.row_busy_seconds;
+  }
+  std::vector<double> all_rows;
+  for (const auto& [rank, values] : busy) all_rows.insert(all_rows.end(), values.begin(), values.end());
+  std::vector<StallVerdict> verdicts;
+  for (const auto& f : find_stragglers(busy, median(all_rows))) verdicts.push_back(prep_straggler_verdict(a, f));
+  return verdicts;
+}
+
+StallVerdict prep_hang_verdict(const HangFacts& hang) {
+  StallVerdict v(VerdictKind::hang, Severity::high, hang.culprit);
+  v.numbers = {{"culprit", hang.culprit}, {"missing_ranks", hang.missing_ranks}};
+  v.summary = hang.culprit >= 0 ? "the prep job did not finish; the rank that never arrived: " + hang.culprit_reason
+                                : "the prep job did not finish and no rank names whom it waited for";
+  v.recommendation = "read that rank's log; rerun `sluice prep` with the same settings: finished shards are kept";
+  return v;
+}
+
+// No other verdict: the slowest and the fastest rank, to show that they are close.
+StallVerdict balanced_verdict(const PrepAnalysis& a) {
+  const auto [slow, fast] = std::minmax_element(a.ranks.begin(), a.ranks.end(), [](const auto& x, const auto& y) {
+    return x.rows_per_second < y.rows_per_second;
+  });
+  StallVerdict v(VerdictKind::balanced);
+  v.summary = fmt::format("no straggler: the slowest prep rank ({}) made {:.1f} rows/s, the fastest ({}) {:.1f} rows/s",
+                          slow->name, slow->rows_per_second, fast->name, fast->rows_per_second);
+  v.recommendation = "nothing to change";
+  v.numbers = {{"slowest_rank", slow->rank}, {"fastest_rank", fast->rank}};
+  return v;
+}
+
+// A stop first (on purpose or on an error), then a hang unless the stop explains it (a missing
+// rank still is one), then stragglers; "balanced" when none holds.
+std::vector<StallVerdict> prep_verdicts(const PrepAnalysis& a) {
+  std::vector<StallVerdict> verdicts;
+  const auto stopped = stop_verdict(a);
+  if (a.hang.any && (!stopped || !a.hang.missing_ranks.empty())) verdicts.push_back(prep_hang_verdict(a.hang));
+  if (stopped) verdicts.push_back(*stopped);
+  for (auto& v : prep_straggler_verdicts(a)) verdicts.push_back(v);
+  if (verdicts.empty() && a.ranks.size() > 1) verdicts.push_back(balanced_verdict(a));
+  return verdicts;
+}
+
 }  // namespace
 
 PrepAnalysis analyze_prep(const std::vector<RankTimeline>& timelines, const nlohmann::json& prep_report) {
   PrepAnalysis a;
   a.prep_report = prep_report;
-  int64_t job_start = INT64_MAX, job_end = INT64_MIN;
+  std::map<int, int64_t> last_steps;
   for (const auto& raw : timelines) {
     a.timelines.push_back(align_to_reference(raw));
     a.world_size = std::max({a.world_size, raw.world_size, raw.rank + 1});
+    last_steps[raw.rank] = last_step_of(raw);
     if (raw.clock.uncertainty_ns() > a.clock.max_uncertainty_ns) {
       a.clock.max_uncertainty_ns = raw.clock.uncertainty_ns();
       a.clock.worst_rank = raw.rank;
     }
   }
-  std::map<int, nlohmann::json> report_ranks;
-  if (prep_report.is_object()) {
-    const nlohmann::json ranks = prep_report.value("ranks", nlohmann::json::array());
-    for (const auto& r : ranks) report_ranks[r.value("rank", -1)] = r;
-    const nlohmann::json reasons = prep_report.value("reject_reasons", nlohmann::json::object());
-    for (const auto& [reason, count] : reasons.items()) {
-      if (count.is_number()) a.reject_reasons[reason] = count.get<int64_t>();
-    }
-    a.rejects = prep_report.value("rejects", int64_t{0});
-    a.corpus_rows = prep_report.value("corpus_rows", int64_t{0});
-  }
-  std::map<int, std::vector<double>> busy;
-  int64_t total_rows = 0;
+  const std::map<int, nlohmann::json> report_ranks = read_prep_report(prep_report, a);
+  int64_t job_start = INT64_MAX, job_end = INT64_MIN, total_rows = 0;
   for (const auto& t : a.timelines) {
-    PrepRankAnalysis r;
-    r.rank = t.rank;
-    r.name = describe_rank(t);
-    r.host = t.host;
-    r.status = t.status;
-    int64_t start = INT64_MAX, end = INT64_MIN;
-    std::map<int64_t, double> per_row;
-    for (const auto& s : t.spans) {
-      if (!is_prep_stage(s.stage)) continue;
-      start = std::min(start, s.start_ns);
-      end = std::max(end, s.end_ns);
-      const double seconds = static_cast<double>(s.end_ns - s.start_ns) * 1e-9;
-      r.stage_seconds[s.stage] += seconds;
-      if (s.step >= 0) per_row[s.step] += seconds;
-    }
-    if (start < end) {
-      r.window_seconds = static_cast<double>(end - start) * 1e-9;
-      job_start = std::min(job_start, start);
-      job_end = std::max(job_end, end);
-    }
-    r.rows = static_cast<int64_t>(per_row.size());
-    total_rows += r.rows;
-    for (const auto& [row, seconds] : per_row) r.row_busy_seconds.push_back(seconds);
-    r.row_seconds = Distribution::of(r.row_busy_seconds);
-    r.rows_per_second = r.window_seconds > 0 ? static_cast<double>(r.rows) / r.window_seconds : 0;
-    const auto it = report_ranks.find(t.rank);
-    if (it != report_ranks.end()) {
-      r.audio_seconds = it->second.value("audio_seconds", -1.0);
-      r.rejects = it->second.value("rejects", int64_t{-1});
-      if (r.audio_seconds >= 0 && r.window_seconds > 0) r.audio_seconds_per_second = r.audio_seconds / r.window_seconds;
-    }
-    if (!r.row_busy_seconds.empty()) busy[t.rank] = r.row_busy_seconds;
-    a.ranks.push_back(r);
+    const auto reported = report_ranks.find(t.rank);
+    a.ranks.push_back(analyze_prep_rank(t, reported == report_ranks.end() ? nlohmann::json() : reported->second,
+                                        job_start, job_end));
+    total_rows += a.ranks.back().rows;
   }
   if (job_start < job_end) a.job_seconds = static_cast<double>(job_end - job_start) * 1e-9;
   a.rows_per_second = a.job_seconds > 0 ? static_cast<double>(total_rows) / a.job_seconds : 0;
-  a.hang = [&] {
-    // The hang facts need only statuses, waiting_for and channels; reuse the train rule.
-    TrainAnalysis t = analyze_train(timelines);
-    return t.hang;
-  }();
-
-  // Stragglers: a rank's seconds per row against the other prep ranks' rows, pooled.
-  std::vector<double> all_rows;
-  for (const auto& [rank, values] : busy) all_rows.insert(all_rows.end(), values.begin(), values.end());
-  const double row_median = median(all_rows);
-  for (const auto& f : find_stragglers(busy, row_median)) {
-    const auto& r = *std::find_if(a.ranks.begin(), a.ranks.end(), [&](const PrepRankAnalysis& x) { return x.rank == f.rank; });
-    std::vector<double> windows;
-    for (const auto& other : a.ranks) {
-      if (other.rank != f.rank) windows.push_back(other.window_seconds);
-    }
-    const double late = r.window_seconds - median(windows);
-    StallVerdict v;
-    v.kind = "straggler";
-    v.severity = "MODERATE";
-    v.rank = f.rank;
-    v.numbers = {{"rank", f.rank},
-                 {"host", r.host},
-                 {"role", "prep"},
-                 {"row_seconds_p50", f.rank_median},
-                 {"role_row_seconds_p50", f.role_median},
-                 {"rows_over_threshold", f.flagged_share},
-                 {"rows", f.items},
-                 {"rows_per_second", r.rows_per_second},
-                 {"finished_later_seconds", late}};
-    v.summary = fmt::format("{} needs {:.4f} s per row against {:.4f} s on the other prep ranks in {:.0f}% of its {} "
-                            "rows ({:.1f} rows/s); it finished {:.1f} s after the median rank",
-                            r.name, f.rank_median, f.role_median, 100 * f.flagged_share, f.items, r.rows_per_second,
-                            late);
-    v.recommendation = fmt::format("check host {} (CPU load, the corpus's file system from that node); ranks ask for "
-                                   "shards as they go, so the others already took on more of the work, and a rerun "
-                                   "keeps every finished shard",
-                                   r.host);
-    a.verdicts.push_back(v);
-  }
-  const auto stopped = stop_verdict(a);
-  if (stopped) a.verdicts.insert(a.verdicts.begin(), *stopped);
-  // A stop on purpose is no hang; a missing rank still is.
-  if (a.hang.any && (!stopped || !a.hang.missing_ranks.empty())) {
-    StallVerdict v;
-    v.kind = "hang";
-    v.severity = "HIGH";
-    v.rank = a.hang.culprit;
-    v.numbers = {{"culprit", a.hang.culprit}, {"missing_ranks", a.hang.missing_ranks}};
-    v.summary = a.hang.culprit >= 0 ? "the prep job did not finish; the rank that never arrived: " + a.hang.culprit_reason
-                                    : "the prep job did not finish and no rank names whom it waited for";
-    v.recommendation = "read that rank's log; rerun `sluice prep` with the same settings: finished shards are kept";
-    a.verdicts.insert(a.verdicts.begin(), v);
-  }
-  if (a.verdicts.empty() && a.ranks.size() > 1) {
-    const auto [slow, fast] = std::minmax_element(a.ranks.begin(), a.ranks.end(), [](const auto& x, const auto& y) {
-      return x.rows_per_second < y.rows_per_second;
-    });
-    StallVerdict v;
-    v.kind = "balanced";
-    v.summary = fmt::format("no straggler: the slowest prep rank ({}) made {:.1f} rows/s, the fastest ({}) {:.1f} rows/s",
-                            slow->name, slow->rows_per_second, fast->name, fast->rows_per_second);
-    v.recommendation = "nothing to change";
-    v.numbers = {{"slowest_rank", slow->rank}, {"fastest_rank", fast->rank}};
-    a.verdicts.push_back(v);
-  }
+  // The same hang facts as a train run's (hang_facts.h), from the timelines aligned once above.
+  a.hang = hang_facts(a.timelines, a.world_size, last_steps);
+  a.verdicts = prep_verdicts(a);
   return a;
 }
 

@@ -5,15 +5,14 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "common/printable.h"
+#include "report/report_document.h"
+#include "report/report_text.h"
 
 namespace sluice::report {
 namespace {
 
 using nlohmann::json;
 
-std::string name_of(Stage stage) { return std::string(timing::to_string(stage)); }
-std::string ms(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
-std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
 
 // The bytes a rank fetched from block devices in the window; "-" when not measured.
 std::string storage_read_text(const RankCpu& c) {
@@ -22,7 +21,7 @@ std::string storage_read_text(const RankCpu& c) {
 
 json stages_json(const std::map<Stage, StageBreakdown>& stages) {
   json j = json::object();
-  for (const auto& [stage, b] : stages) j[name_of(stage)] = {{"per_step", b.per_step.to_json()}, {"fraction", b.fraction}};
+  for (const auto& [stage, b] : stages) j[stage_name(stage)] = {{"per_step", b.per_step.to_json()}, {"fraction", b.fraction}};
   return j;
 }
 
@@ -61,7 +60,7 @@ json hang_json(const HangFacts& h) {
 json analysis_window_json(const TrainAnalysis& a) {
   const WholeRun& w = a.whole_run;
   json stages = json::object();
-  for (Stage stage : model_step_stages) stages[name_of(stage)] = w.fraction(stage);
+  for (Stage stage : model_step_stages) stages[stage_name(stage)] = w.fraction(stage);
   return {{"max_steps", max_analysed_steps},
           {"capped", a.steady.capped},
           {"first_step", a.steady.first_step},
@@ -78,76 +77,253 @@ json analysis_window_json(const TrainAnalysis& a) {
           {"full_data", "timeline/rank-N.json (every span of every rank)"}};
 }
 
-void verdict_section(std::string& md, const std::vector<StallVerdict>& verdicts) {
-  md += "## Verdict\n\n";
-  if (verdicts.empty()) md += "No rule fired: neither input-, compute- nor communication-bound beyond the thresholds.\n\n";
+using Align = DocumentTable::Align;
+
+// `n` right-aligned columns after a left-aligned first one: report.md's tables of numbers.
+std::vector<Align> numbers_after(size_t left_columns, size_t n) {
+  std::vector<Align> align(left_columns, Align::left);
+  align.insert(align.end(), n, Align::right);
+  return align;
+}
+
+void verdict_section(ReportDocument& doc, const std::vector<StallVerdict>& verdicts) {
+  doc.heading("Verdict");
+  if (verdicts.empty()) doc.paragraph("No rule fired: neither input-, compute- nor communication-bound beyond the thresholds.");
+  std::vector<DocumentListItem> items;
   for (const auto& v : verdicts) {
-    md += "- **" + v.headline().substr(0, v.headline().find(':')) + "**:" + v.headline().substr(v.headline().find(':') + 1) +
-          "\n  - what to do: " + v.recommendation + "\n";
+    const std::string severity(to_string(v.severity));
+    items.push_back({"**" + v.title() + (severity.empty() ? "" : " " + severity) + "**: " + v.summary,
+                     {"what to do: " + v.recommendation}});
   }
-  md += "\n";
+  doc.list(std::move(items));
 }
 
 // Whether each rank got the CPU (the timeline's resources; cpu_analysis.h), and what it fetched
 // from block devices in the window (page-cache misses: the cache's storage on a data rank).
-void cpu_section(std::string& md, const std::vector<RankCpu>& ranks) {
+void cpu_section(ReportDocument& doc, const std::vector<RankCpu>& ranks) {
   if (std::none_of(ranks.begin(), ranks.end(), [](const RankCpu& c) { return c.measured; })) return;
-  md += "## CPU and storage (what the OS says; ran = share of the window in which the process was not stopped or "
-        "starved; storage read = bytes fetched from block devices in the window, and the cores the process used "
-        "meanwhile)\n\n";
-  md += "| rank | ran | stalls | longest stall s | cores used | CPU quota | throttled s | major faults | "
-        "involuntary switches | storage read | cores while reading |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
+  doc.heading("CPU and storage (what the OS says; ran = share of the window in which the process was not stopped or "
+              "starved; storage read = bytes fetched from block devices in the window, and the cores the process used "
+              "meanwhile)");
+  DocumentTable table{{"rank", "ran", "stalls", "longest stall s", "cores used", "CPU quota", "throttled s",
+                       "major faults", "involuntary switches", "storage read", "cores while reading"},
+                      numbers_after(1, 10), {}, {}};
   for (const auto& c : ranks) {
     if (!c.measured) continue;
-    md += fmt::format("| {}{} | {} | {} | {:.3f} | {:.2f} | {} | {:.1f} | {} | {} | {} | {} |\n", c.name,
-                      c.descheduled ? " **descheduled**" : "", pct(c.ran_fraction), c.stalls, c.longest_stall_seconds,
-                      c.cpu_cores_mean, c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
-                      c.throttled_seconds, c.major_faults, c.involuntary_switches, storage_read_text(c),
-                      c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-");
+    table.rows.push_back({c.name + (c.descheduled ? " **descheduled**" : ""), percent(c.ran_fraction),
+                          std::to_string(c.stalls), fmt::format("{:.3f}", c.longest_stall_seconds),
+                          fmt::format("{:.2f}", c.cpu_cores_mean),
+                          c.quota_cores ? fmt::format("{:.2f}", *c.quota_cores) : "-",
+                          fmt::format("{:.1f}", c.throttled_seconds), std::to_string(c.major_faults),
+                          std::to_string(c.involuntary_switches), storage_read_text(c),
+                          c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
   }
-  md += "\n";
+  doc.table(std::move(table));
 }
 
 // The planned batches' padding per bucket (RUN_DIR/padding.json).
-void padding_section(std::string& md, const json& padding) {
+void padding_section(ReportDocument& doc, const json& padding) {
   if (!padding.is_object() || !padding.contains("total")) return;
-  md += "## Padding (one epoch's planned batches; real / padded)\n\n";
-  md += "| bucket | frames | padded to | batch | batches | real/padded frames | real/padded tokens |\n"
-        "|--:|--:|--:|--:|--:|--:|--:|\n";
+  doc.heading("Padding (one epoch's planned batches; real / padded)");
+  DocumentTable table{{"bucket", "frames", "padded to", "batch", "batches", "real/padded frames", "real/padded tokens"},
+                      numbers_after(0, 7), {}, {}};
   for (const auto& b : padding.value("buckets", json::array())) {
-    md += fmt::format("| {} | {}-{} | {} | {} | {} | {} | {} |\n", b.value("bucket", 0), b.value("shortest_frames", 0),
-                      b.value("max_frames", 0), b.value("max_frames", 0), b.value("batch_size", 0),
-                      b.value("batches", 0), pct(b.value("frame_efficiency", 1.0)), pct(b.value("token_efficiency", 1.0)));
+    table.rows.push_back({std::to_string(b.value("bucket", 0)),
+                          fmt::format("{}-{}", b.value("shortest_frames", 0), b.value("max_frames", 0)),
+                          std::to_string(b.value("max_frames", 0)), std::to_string(b.value("batch_size", 0)),
+                          std::to_string(b.value("batches", 0)), percent(b.value("frame_efficiency", 1.0)),
+                          percent(b.value("token_efficiency", 1.0))});
   }
   const json& t = padding["total"];
-  md += fmt::format("| **all** | | | | {} | {} | {} |\n\n", t.value("batches", 0), pct(t.value("frame_efficiency", 1.0)),
-                    pct(t.value("token_efficiency", 1.0)));
+  table.total_row = {"**all**", "", "", "", std::to_string(t.value("batches", 0)),
+                     percent(t.value("frame_efficiency", 1.0)), percent(t.value("token_efficiency", 1.0))};
+  doc.table(std::move(table));
 }
 
-void clock_section(std::string& md, const ClockSummary& c, bool feed = true) {
-  md += "## Clock\n\n";
-  md += fmt::format("Spans are on rank 0's clock; the largest alignment uncertainty is ±{:.1f} us (rank {}).\n",
-                    static_cast<double>(c.max_uncertainty_ns) / 1000, c.worst_rank);
-  if (!feed) {  // prep ranks exchange no batches: nothing to check
-    md += "\n";
-    return;
+// `feed`: whether the ranks exchanged batches (a train run), whose causality was checked.
+void clock_section(ReportDocument& doc, const ClockSummary& c, bool feed = true) {
+  doc.heading("Clock");
+  std::string text = fmt::format("Spans are on rank 0's clock; the largest alignment uncertainty is ±{:.1f} us (rank {}).",
+                                 static_cast<double>(c.max_uncertainty_ns) / 1000, c.worst_rank);
+  if (feed) {
+    text += fmt::format("\nCausality: {} batch receives matched to their sends, {} received before they were sent "
+                        "after alignment ({} on the ranks' own clocks){}.",
+                        c.causality.pairs_checked, c.causality.violations, c.causality.violations_unaligned,
+                        c.causality.example.empty() ? "" : "; e.g. " + c.causality.example +
+                            ": the alignment is off by more than its uncertainty, rerun with more runtime.clock_pings");
   }
-  md += fmt::format("Causality: {} batch receives matched to their sends, {} received before they were sent after "
-                    "alignment ({} on the ranks' own clocks){}.\n\n",
-                    c.causality.pairs_checked, c.causality.violations, c.causality.violations_unaligned,
-                    c.causality.example.empty() ? "" : "; e.g. " + c.causality.example +
-                        ": the alignment is off by more than its uncertainty, rerun with more runtime.clock_pings");
+  doc.paragraph(std::move(text));
 }
 
-void fate_section(std::string& md, const HangFacts& h) {
+void fate_section(ReportDocument& doc, const HangFacts& h) {
   if (!h.any) return;
-  md += "## Ranks at the end\n\n| rank | status | waiting for | last step | error |\n|---|---|---|---|---|\n";
+  doc.heading("Ranks at the end");
+  DocumentTable table{{"rank", "status", "waiting for", "last step", "error"}, {}, {}, {}};
   for (const auto& f : h.ranks) {
-    md += fmt::format("| {} | {} | {} | {} | {} |\n", f.name, f.status, f.waiting_for >= 0 ? std::to_string(f.waiting_for) : "-",
-                      f.last_step, f.error);
+    table.rows.push_back({f.name, f.status, f.waiting_for >= 0 ? std::to_string(f.waiting_for) : "-",
+                          std::to_string(f.last_step), f.error});
   }
-  for (const auto& m : h.channel_mismatches) md += "\n- channel: " + m;
-  md += "\n\n";
+  doc.table(std::move(table));
+  std::vector<DocumentListItem> channels;
+  for (const auto& m : h.channel_mismatches) channels.push_back({"channel: " + m, {}});
+  doc.list(std::move(channels));
+}
+
+// The steady window and the notes on what the numbers leave out.
+void steady_state_paragraphs(ReportDocument& doc, const TrainAnalysis& a) {
+  doc.paragraph(fmt::format("Steady state: steps {}–{}, {} per model rank after dropping {} warm-up steps ({:.1f} s). "
+                            "Model ranks waited for input {} of their step time, exposed all-reduce {}, exposed "
+                            "transfer {}.",
+                            a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
+                            a.steady.seconds(), percent(a.input_wait_fraction), percent(a.allreduce_exposed_fraction),
+                            percent(a.transfer_exposed_fraction)));
+  if (a.steady.capped) doc.paragraph(capped_window_text(a));
+  if (!a.ignored_timelines.empty()) {
+    // Bounded: a run directory that held a 4,096-rank run's files lists 10 and a count.
+    std::string note = fmt::format("Note: {} timeline file(s) in timeline/ were left out as not this run's: ",
+                                   a.ignored_timelines.size());
+    for (size_t i = 0; i < std::min<size_t>(a.ignored_timelines.size(), 10); ++i) {
+      note += (i > 0 ? "; " : "") + a.ignored_timelines[i];
+    }
+    if (a.ignored_timelines.size() > 10) note += fmt::format("; and {} more", a.ignored_timelines.size() - 10);
+    doc.paragraph(note + " (report.json's ignored_timelines).");
+  }
+  if (a.dropped_spans > 0) {
+    doc.paragraph(fmt::format("Note: {} spans were dropped from full rings (raise runtime.timing_capacity); the "
+                              "earliest steps may be missing.",
+                              a.dropped_spans));
+  }
+}
+
+// The model role pooled, then each model rank (the GPU busy column only where some model rank
+// timed its GPU work).
+void model_sections(ReportDocument& doc, const TrainAnalysis& a) {
+  doc.heading("Model role (steady steps, every model rank pooled; ms per step)");
+  DocumentTable role{{"stage", "p50", "p95", "p99", "share of step time"}, numbers_after(1, 4), {}, {}};
+  role.rows.push_back({"**step**", milliseconds(a.role_step_seconds.p50), milliseconds(a.role_step_seconds.p95),
+                       milliseconds(a.role_step_seconds.p99), "100%"});
+  for (const auto& [stage, b] : a.role_stages) {
+    role.rows.push_back({stage_name(stage), milliseconds(b.per_step.p50), milliseconds(b.per_step.p95),
+                         milliseconds(b.per_step.p99), percent(b.fraction)});
+  }
+  doc.table(std::move(role));
+  doc.heading("Model ranks (steady steps; ms)");
+  const bool gpu = a.gpu_busy_fraction.has_value();
+  DocumentTable ranks{{"rank", "steps", "step p50", "p95", "p99", "busy p50", "batch_wait p50", "allreduce_exposed p50",
+                       "input wait", "exposed all-reduce"},
+                      numbers_after(1, gpu ? 10 : 9), {}, {}};
+  if (gpu) ranks.header.push_back("GPU busy");
+  for (const auto& m : a.model_ranks) {
+    ranks.rows.push_back({m.name, std::to_string(m.steady_steps), milliseconds(m.step_seconds.p50),
+                          milliseconds(m.step_seconds.p95), milliseconds(m.step_seconds.p99),
+                          milliseconds(m.busy_seconds.p50), milliseconds(m.stages.at(Stage::batch_wait).per_step.p50),
+                          milliseconds(m.stages.at(Stage::allreduce_exposed).per_step.p50),
+                          percent(m.input_wait_fraction), percent(m.allreduce_exposed_fraction)});
+    if (gpu) ranks.rows.back().push_back(m.gpu_busy_fraction ? percent(*m.gpu_busy_fraction) : "-");
+  }
+  doc.table(std::move(ranks));
+}
+
+void data_rank_section(ReportDocument& doc, const TrainAnalysis& a) {
+  if (a.data_ranks.empty()) return;
+  doc.heading("Data ranks (share of the steady window; reader stages per reader thread)");
+  DocumentTable table{{"rank", "feeds", "readers", "cache_read", "collate", "wait_for_reader", "credit_wait", "send",
+                       "batches", "send bandwidth", "queue depth", "credits", "from storage"},
+                      numbers_after(2, 11), {}, {}};
+  for (const auto& d : a.data_ranks) {
+    std::string feeds;
+    for (int r : d.feeds) feeds += (feeds.empty() ? "" : ",") + std::to_string(r);
+    table.rows.push_back({d.name, feeds, std::to_string(d.reader_lanes), percent(d.stage_fraction.at(Stage::cache_read)),
+                          percent(d.stage_fraction.at(Stage::collate)),
+                          percent(d.stage_fraction.at(Stage::wait_for_reader)),
+                          percent(d.stage_fraction.at(Stage::credit_wait)), percent(d.stage_fraction.at(Stage::send)),
+                          std::to_string(d.batches_sent), fmt::format("{:.1f} MB/s", d.send_bandwidth / 1e6),
+                          d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-",
+                          d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-", from_storage_text(a, d)});
+  }
+  doc.table(std::move(table));
+  doc.paragraph("from storage: the bytes the data rank fetched from block devices in the steady window (page-cache "
+                "misses), their share of the bytes it sent, and, from a 10% share, the rate over its readers' "
+                "cache_read time (docs/report.md, \"Slow cache storage\").");
+}
+
+void prep_rank_section(ReportDocument& doc, const PrepAnalysis& a) {
+  doc.heading("Prep ranks");
+  DocumentTable table{{"rank", "rows", "seconds", "rows/s", "audio s/s", "row p50 ms", "p95", "p99", "decode s",
+                       "resample s", "features s", "write s", "rejects"},
+                      numbers_after(1, 12), {}, {}};
+  for (const auto& r : a.ranks) {
+    const auto stage = [&](Stage s) { return fmt::format("{:.2f}", r.stage_seconds.count(s) ? r.stage_seconds.at(s) : 0.0); };
+    table.rows.push_back({r.name, std::to_string(r.rows), fmt::format("{:.2f}", r.window_seconds),
+                          fmt::format("{:.1f}", r.rows_per_second),
+                          r.audio_seconds_per_second >= 0 ? fmt::format("{:.1f}", r.audio_seconds_per_second) : "-",
+                          milliseconds(r.row_seconds.p50), milliseconds(r.row_seconds.p95),
+                          milliseconds(r.row_seconds.p99), stage(Stage::decode), stage(Stage::resample),
+                          stage(Stage::features), stage(Stage::write),
+                          r.rejects >= 0 ? std::to_string(r.rejects) : "-"});
+  }
+  doc.table(std::move(table));
+}
+
+void reject_section(ReportDocument& doc, const PrepAnalysis& a) {
+  doc.heading("Rejects");
+  if (a.prep_report.is_null()) {
+    doc.paragraph("No prep-report.json in the cache directory: the job did not reach its end on rank 0.");
+  } else if (a.reject_reasons.empty()) {
+    doc.paragraph(fmt::format("None of the {} corpus rows was rejected.", a.corpus_rows));
+  } else {
+    doc.paragraph(fmt::format("{} of {} corpus rows rejected (details in rejects.jsonl):", a.rejects, a.corpus_rows));
+    DocumentTable table{{"reason", "rows"}, numbers_after(1, 1), {}, {}};
+    for (const auto& [reason, count] : a.reject_reasons) table.rows.push_back({reason, std::to_string(count)});
+    doc.table(std::move(table));
+  }
+}
+
+json model_rank_json(const ModelRankAnalysis& m) {
+  json series = json::array();
+  for (const auto& s : m.steps) series.push_back({s.step, s.seconds, s.steady});
+  return {{"rank", m.rank},
+          {"name", m.name},
+          {"host", m.host},
+          {"gpu", m.gpu},
+          {"fed_by", m.fed_by},
+          {"steps", m.recorded_steps},
+          {"warmup_steps", m.warmup_steps},
+          {"steady_steps", m.steady_steps},
+          {"step_seconds", m.step_seconds.to_json()},
+          {"busy_seconds", m.busy_seconds.to_json()},
+          {"stages", stages_json(m.stages)},
+          {"input_wait_fraction", m.input_wait_fraction},
+          {"allreduce_exposed_fraction", m.allreduce_exposed_fraction},
+          {"transfer_exposed_fraction", m.transfer_exposed_fraction},
+          {"gpu_busy_fraction", m.gpu_busy_fraction ? json(*m.gpu_busy_fraction) : json(nullptr)},
+          {"allreduce_bytes", m.allreduce_bytes},
+          {"step_series", series}};
+}
+
+json data_rank_json(const DataRankAnalysis& d) {
+  json stages = json::object();
+  for (Stage stage : data_stages) {
+    stages[stage_name(stage)] = {{"seconds", d.stage_seconds.count(stage) ? d.stage_seconds.at(stage) : 0.0},
+                                  {"fraction", d.stage_fraction.at(stage)}};
+  }
+  return {{"rank", d.rank},
+          {"name", d.name},
+          {"host", d.host},
+          {"gpu", d.gpu},
+          {"feeds", d.feeds},
+          {"window_seconds", d.window_seconds},
+          {"reader_lanes", d.reader_lanes},
+          {"stages", stages},
+          {"batches_sent", d.batches_sent},
+          {"bytes_sent", d.bytes_sent},
+          {"send_bandwidth_bytes_per_s", d.send_bandwidth},
+          {"send_exposed_fraction", d.send_exposed_fraction},
+          {"waiting_on_model_fraction", d.waiting_on_model_fraction},
+          {"queue_depth_mean", d.queue_depth_mean ? json(*d.queue_depth_mean) : json(nullptr)},
+          {"credits_mean", d.credits_mean ? json(*d.credits_mean) : json(nullptr)},
+          {"busiest_stage", stage_name(d.busiest_stage)},
+          {"busiest_fraction", d.busiest_fraction}};
 }
 
 }  // namespace
@@ -157,7 +333,7 @@ std::string from_storage_text(const TrainAnalysis& a, const DataRankAnalysis& d)
   if (!cpu || !cpu->storage_measured) return "-";
   const auto bytes = static_cast<double>(cpu->storage_read_bytes);
   const double share = d.bytes_sent > 0 ? bytes / static_cast<double>(d.bytes_sent) : 0;
-  std::string text = fmt::format("{} ({} of sent)", bytes_text(bytes), pct(share));
+  std::string text = fmt::format("{} ({} of sent)", bytes_text(bytes), percent(share));
   // A rate only where the storage carried a real part of the feed: a few kB of page-cache misses
   // over a few ms of cache_read would read as a slow device.
   if (share >= storage_read_min_share) text += " at " + bandwidth_text(storage_bytes_per_second(d, *cpu));
@@ -172,21 +348,21 @@ std::string capped_window_text(const TrainAnalysis& a) {
                      "(steps {}–{}): mean step {} ms, input wait {}, exposed all-reduce {}. Every span is in "
                      "timeline/rank-N.json.",
                      max_analysed_steps, a.steady.first_step, a.steady.last_step, a.steady.left_out_steps,
-                     a.steady.recorded_first_step, a.steady.recorded_last_step, ms(w.step_seconds_mean()),
-                     pct(w.fraction(Stage::batch_wait)), pct(w.fraction(Stage::allreduce_exposed)));
+                     a.steady.recorded_first_step, a.steady.recorded_last_step, milliseconds(w.step_seconds_mean()),
+                     percent(w.fraction(Stage::batch_wait)), percent(w.fraction(Stage::allreduce_exposed)));
 }
 
 std::string gpu_busy_text(const TrainAnalysis& a) {
   if (!a.gpu_busy_fraction) return "";
   std::string text = fmt::format("GPU busy {} of the model ranks' steady step time (CUDA events around each step's "
                                  "GPU work)",
-                                 pct(*a.gpu_busy_fraction));
+                                 percent(*a.gpu_busy_fraction));
   const auto timed = std::count_if(a.model_ranks.begin(), a.model_ranks.end(),
                                    [](const ModelRankAnalysis& m) { return m.gpu_busy_fraction.has_value(); });
   if (timed > 1) {
     const auto lowest = std::find_if(a.model_ranks.begin(), a.model_ranks.end(),
                                      [&](const ModelRankAnalysis& m) { return m.rank == a.gpu_busy_lowest_rank; });
-    text += fmt::format("; least busy: {} at {}", lowest->name, pct(a.gpu_busy_lowest_fraction));
+    text += fmt::format("; least busy: {} at {}", lowest->name, percent(a.gpu_busy_lowest_fraction));
   }
   return text + ".";
 }
@@ -220,52 +396,9 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                              {"source", "CUDA events around each model step's GPU work"}}
                                       : json(nullptr);
   j["model_ranks"] = json::array();
-  for (const auto& m : a.model_ranks) {
-    json series = json::array();
-    for (const auto& s : m.steps) series.push_back({s.step, s.seconds, s.steady});
-    j["model_ranks"].push_back({{"rank", m.rank},
-                                {"name", m.name},
-                                {"host", m.host},
-                                {"gpu", m.gpu},
-                                {"fed_by", m.fed_by},
-                                {"steps", m.recorded_steps},
-                                {"warmup_steps", m.warmup_steps},
-                                {"steady_steps", m.steady_steps},
-                                {"step_seconds", m.step_seconds.to_json()},
-                                {"busy_seconds", m.busy_seconds.to_json()},
-                                {"stages", stages_json(m.stages)},
-                                {"input_wait_fraction", m.input_wait_fraction},
-                                {"allreduce_exposed_fraction", m.allreduce_exposed_fraction},
-                                {"transfer_exposed_fraction", m.transfer_exposed_fraction},
-                                {"gpu_busy_fraction", m.gpu_busy_fraction ? json(*m.gpu_busy_fraction) : json(nullptr)},
-                                {"allreduce_bytes", m.allreduce_bytes},
-                                {"step_series", series}});
-  }
+  for (const auto& m : a.model_ranks) j["model_ranks"].push_back(model_rank_json(m));
   j["data_ranks"] = json::array();
-  for (const auto& d : a.data_ranks) {
-    json stages = json::object();
-    for (Stage stage : data_stages) {
-      stages[name_of(stage)] = {{"seconds", d.stage_seconds.count(stage) ? d.stage_seconds.at(stage) : 0.0},
-                                {"fraction", d.stage_fraction.at(stage)}};
-    }
-    j["data_ranks"].push_back({{"rank", d.rank},
-                               {"name", d.name},
-                               {"host", d.host},
-                               {"gpu", d.gpu},
-                               {"feeds", d.feeds},
-                               {"window_seconds", d.window_seconds},
-                               {"reader_lanes", d.reader_lanes},
-                               {"stages", stages},
-                               {"batches_sent", d.batches_sent},
-                               {"bytes_sent", d.bytes_sent},
-                               {"send_bandwidth_bytes_per_s", d.send_bandwidth},
-                               {"send_exposed_fraction", d.send_exposed_fraction},
-                               {"waiting_on_model_fraction", d.waiting_on_model_fraction},
-                               {"queue_depth_mean", d.queue_depth_mean ? json(*d.queue_depth_mean) : json(nullptr)},
-                               {"credits_mean", d.credits_mean ? json(*d.credits_mean) : json(nullptr)},
-                               {"busiest_stage", name_of(d.busiest_stage)},
-                               {"busiest_fraction", d.busiest_fraction}});
-  }
+  for (const auto& d : a.data_ranks) j["data_ranks"].push_back(data_rank_json(d));
   j["cpu"] = json::array();
   for (const auto& c : a.cpu) j["cpu"].push_back(c.to_json());
   j["padding"] = a.padding;
@@ -282,79 +415,20 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
 
 std::string train_report_markdown(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
                                   const std::string& run_dir) {
-  std::string md = "# sluice train report: " + markdown_literal(run_dir) + "\n\n";
-  if (a.gpu_busy_fraction) md += "**" + gpu_busy_text(a) + "**\n\n";
-  verdict_section(md, verdicts);
-  md += fmt::format("Steady state: steps {}–{}, {} per model rank after dropping {} warm-up steps ({:.1f} s). "
-                    "Model ranks waited for input {} of their step time, exposed all-reduce {}, exposed transfer {}.\n\n",
-                    a.steady.first_step, a.steady.last_step, a.steady.steady_steps, a.steady.warmup_steps,
-                    a.steady.seconds(), pct(a.input_wait_fraction), pct(a.allreduce_exposed_fraction),
-                    pct(a.transfer_exposed_fraction));
-  if (a.steady.capped) md += capped_window_text(a) + "\n\n";
-  if (!a.ignored_timelines.empty()) {
-    // Bounded: a run directory that held a 4,096-rank run's files lists 10 and a count.
-    md += fmt::format("Note: {} timeline file(s) in timeline/ were left out as not this run's: ", a.ignored_timelines.size());
-    for (size_t i = 0; i < std::min<size_t>(a.ignored_timelines.size(), 10); ++i) {
-      md += (i > 0 ? "; " : "") + a.ignored_timelines[i];
-    }
-    if (a.ignored_timelines.size() > 10) md += fmt::format("; and {} more", a.ignored_timelines.size() - 10);
-    md += " (report.json's ignored_timelines).\n\n";
-  }
-  if (a.dropped_spans > 0) {
-    md += fmt::format("Note: {} spans were dropped from full rings (raise runtime.timing_capacity); the earliest steps "
-                      "may be missing.\n\n",
-                      a.dropped_spans);
-  }
-  md += "## Model role (steady steps, every model rank pooled; ms per step)\n\n";
-  md += "| stage | p50 | p95 | p99 | share of step time |\n|---|--:|--:|--:|--:|\n";
-  md += fmt::format("| **step** | {} | {} | {} | 100% |\n", ms(a.role_step_seconds.p50), ms(a.role_step_seconds.p95),
-                    ms(a.role_step_seconds.p99));
-  for (const auto& [stage, b] : a.role_stages) {
-    md += fmt::format("| {} | {} | {} | {} | {} |\n", name_of(stage), ms(b.per_step.p50), ms(b.per_step.p95),
-                      ms(b.per_step.p99), pct(b.fraction));
-  }
-  md += "\n## Model ranks (steady steps; ms)\n\n";
-  // The GPU busy column only where some model rank timed its GPU work.
-  const bool gpu = a.gpu_busy_fraction.has_value();
-  md += "| rank | steps | step p50 | p95 | p99 | busy p50 | batch_wait p50 | allreduce_exposed p50 | input wait | "
-        "exposed all-reduce |" + std::string(gpu ? " GPU busy |" : "") + "\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|" +
-        (gpu ? "--:|" : "") + "\n";
-  for (const auto& m : a.model_ranks) {
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", m.name, m.steady_steps,
-                      ms(m.step_seconds.p50), ms(m.step_seconds.p95), ms(m.step_seconds.p99), ms(m.busy_seconds.p50),
-                      ms(m.stages.at(Stage::batch_wait).per_step.p50),
-                      ms(m.stages.at(Stage::allreduce_exposed).per_step.p50), pct(m.input_wait_fraction),
-                      pct(m.allreduce_exposed_fraction));
-    if (gpu) md += " " + (m.gpu_busy_fraction ? pct(*m.gpu_busy_fraction) : std::string("-")) + " |";
-    md += "\n";
-  }
-  if (!a.data_ranks.empty()) {
-    md += "\n## Data ranks (share of the steady window; reader stages per reader thread)\n\n";
-    md += "| rank | feeds | readers | cache_read | collate | wait_for_reader | credit_wait | send | batches | send "
-          "bandwidth | queue depth | credits | from storage |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
-    for (const auto& d : a.data_ranks) {
-      std::string feeds;
-      for (int r : d.feeds) feeds += (feeds.empty() ? "" : ",") + std::to_string(r);
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} MB/s | {} | {} | {} |\n", d.name, feeds,
-                        d.reader_lanes, pct(d.stage_fraction.at(Stage::cache_read)),
-                        pct(d.stage_fraction.at(Stage::collate)), pct(d.stage_fraction.at(Stage::wait_for_reader)),
-                        pct(d.stage_fraction.at(Stage::credit_wait)), pct(d.stage_fraction.at(Stage::send)),
-                        d.batches_sent, d.send_bandwidth / 1e6,
-                        d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-",
-                        d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-", from_storage_text(a, d));
-    }
-    md += "\nfrom storage: the bytes the data rank fetched from block devices in the steady window (page-cache "
-          "misses), their share of the bytes it sent, and, from a 10% share, the rate over its readers' cache_read time "
-          "(docs/report.md, \"Slow cache storage\").\n";
-  }
-  md += "\n";
-  cpu_section(md, a.cpu);
-  padding_section(md, a.padding);
-  clock_section(md, a.clock);
-  fate_section(md, a.hang);
-  md += "Files: report.json (every number above), report.html (charts), trace.json (open in https://ui.perfetto.dev "
-        "or chrome://tracing). Rules and thresholds: docs/report.md.\n";
-  return md;
+  ReportDocument doc;
+  doc.heading("sluice train report: " + markdown_literal(run_dir), 1);
+  if (a.gpu_busy_fraction) doc.strong_paragraph(gpu_busy_text(a));
+  verdict_section(doc, verdicts);
+  steady_state_paragraphs(doc, a);
+  model_sections(doc, a);
+  data_rank_section(doc, a);
+  cpu_section(doc, a.cpu);
+  padding_section(doc, a.padding);
+  clock_section(doc, a.clock);
+  fate_section(doc, a.hang);
+  doc.raw("Files: report.json (every number above), report.html (charts), trace.json (open in https://ui.perfetto.dev "
+          "or chrome://tracing). Rules and thresholds: docs/report.md.\n");
+  return render_markdown(doc);
 }
 
 json prep_report_json(const PrepAnalysis& a) {
@@ -372,7 +446,7 @@ json prep_report_json(const PrepAnalysis& a) {
   j["ranks"] = json::array();
   for (const auto& r : a.ranks) {
     json stages = json::object();
-    for (Stage stage : prep_stages) stages[name_of(stage)] = r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0;
+    for (Stage stage : prep_stages) stages[stage_name(stage)] = r.stage_seconds.count(stage) ? r.stage_seconds.at(stage) : 0.0;
     j["ranks"].push_back({{"rank", r.rank},
                           {"name", r.name},
                           {"host", r.host},
@@ -394,35 +468,16 @@ json prep_report_json(const PrepAnalysis& a) {
 }
 
 std::string prep_report_markdown(const PrepAnalysis& a, const std::string& cache_dir) {
-  std::string md = "# sluice prep report: " + markdown_literal(cache_dir) + "\n\n";
-  verdict_section(md, a.verdicts);
-  md += fmt::format("{} ranks, {:.1f} s from the first to the last span, {:.1f} rows/s in all.\n\n", a.ranks.size(),
-                    a.job_seconds, a.rows_per_second);
-  md += "## Prep ranks\n\n| rank | rows | seconds | rows/s | audio s/s | row p50 ms | p95 | p99 | decode s | resample s | "
-        "features s | write s | rejects |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n";
-  for (const auto& r : a.ranks) {
-    const auto stage = [&](Stage s) { return fmt::format("{:.2f}", r.stage_seconds.count(s) ? r.stage_seconds.at(s) : 0.0); };
-    md += fmt::format("| {} | {} | {:.2f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name, r.rows,
-                      r.window_seconds, r.rows_per_second,
-                      r.audio_seconds_per_second >= 0 ? fmt::format("{:.1f}", r.audio_seconds_per_second) : "-",
-                      ms(r.row_seconds.p50), ms(r.row_seconds.p95), ms(r.row_seconds.p99), stage(Stage::decode),
-                      stage(Stage::resample), stage(Stage::features), stage(Stage::write),
-                      r.rejects >= 0 ? std::to_string(r.rejects) : "-");
-  }
-  md += "\n## Rejects\n\n";
-  if (a.prep_report.is_null()) {
-    md += "No prep-report.json in the cache directory: the job did not reach its end on rank 0.\n\n";
-  } else if (a.reject_reasons.empty()) {
-    md += fmt::format("None of the {} corpus rows was rejected.\n\n", a.corpus_rows);
-  } else {
-    md += fmt::format("{} of {} corpus rows rejected (details in rejects.jsonl):\n\n| reason | rows |\n|---|--:|\n",
-                      a.rejects, a.corpus_rows);
-    for (const auto& [reason, count] : a.reject_reasons) md += fmt::format("| {} | {} |\n", reason, count);
-    md += "\n";
-  }
-  clock_section(md, a.clock, false);
-  fate_section(md, a.hang);
-  return md;
+  ReportDocument doc;
+  doc.heading("sluice prep report: " + markdown_literal(cache_dir), 1);
+  verdict_section(doc, a.verdicts);
+  doc.paragraph(fmt::format("{} ranks, {:.1f} s from the first to the last span, {:.1f} rows/s in all.", a.ranks.size(),
+                            a.job_seconds, a.rows_per_second));
+  prep_rank_section(doc, a);
+  reject_section(doc, a);
+  clock_section(doc, a.clock, false);
+  fate_section(doc, a.hang);
+  return render_markdown(doc);
 }
 
 }  // namespace sluice::report

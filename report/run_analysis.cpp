@@ -10,19 +10,6 @@ namespace {
 
 using timing::Span;
 
-// A Python model rank's role reads "model (python)" (runtime/train/role_plan.h, role_name): the
-// same role, named so that the report shows which ranks are Python.
-std::string base_role(const std::string& role) {
-  const std::string python = " (python)";
-  const bool marked = role.size() > python.size() && role.compare(role.size() - python.size(), python.size(), python) == 0;
-  return marked ? role.substr(0, role.size() - python.size()) : role;
-}
-// One process doing both: the role plan names it "data+model" (role_plan.cpp, to_string);
-// "data_and_model" is the enum's name, which earlier timelines may carry.
-bool is_both(const std::string& role) { return role == "data+model" || role == "data_and_model"; }
-bool is_model_role(const std::string& role) { return base_role(role) == "model" || is_both(base_role(role)); }
-bool is_data_role(const std::string& role) { return base_role(role) == "data" || is_both(base_role(role)); }
-
 bool is_step_stage(Stage stage) {
   return std::find(model_step_stages.begin(), model_step_stages.end(), stage) != model_step_stages.end();
 }
@@ -247,6 +234,29 @@ std::optional<double> counter_mean(const RankTimeline& t, const std::string& nam
   return std::nullopt;
 }
 
+// The first start and the last end of the rank's spans (0, 0 without spans).
+void own_span_window(const RankTimeline& t, int64_t& start, int64_t& end) {
+  start = INT64_MAX;
+  end = INT64_MIN;
+  for (const Span& s : t.spans) {
+    start = std::min(start, s.start_ns);
+    end = std::max(end, s.end_ns);
+  }
+  if (t.spans.empty()) start = end = 0;
+}
+
+// DataRankAnalysis::busiest_stage from its stage fractions (send: its exposed part only).
+void set_busiest_stage(DataRankAnalysis& d) {
+  d.busiest_fraction = -1;
+  for (Stage stage : {Stage::cache_read, Stage::collate, Stage::host_to_device, Stage::gpu_work, Stage::send}) {
+    const double fraction = stage == Stage::send ? d.send_exposed_fraction : d.stage_fraction[stage];
+    if (fraction > d.busiest_fraction) {
+      d.busiest_fraction = fraction;
+      d.busiest_stage = stage;
+    }
+  }
+}
+
 DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t end, const FeedIntervals& feed) {
   DataRankAnalysis d;
   d.rank = t.rank;
@@ -254,15 +264,7 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
   d.host = t.host;
   d.gpu = t.gpu;
   d.feeds = t.feeds;
-  if (end <= start) {  // no model steps to bound the window: the rank's own spans
-    start = INT64_MAX;
-    end = INT64_MIN;
-    for (const Span& s : t.spans) {
-      start = std::min(start, s.start_ns);
-      end = std::max(end, s.end_ns);
-    }
-    if (t.spans.empty()) start = end = 0;
-  }
+  if (end <= start) own_span_window(t, start, end);  // no model steps to bound the window
   d.window_seconds = seconds(end - start);
   std::set<uint16_t> reader_lanes;
   std::map<int64_t, double> busy_by_step;
@@ -299,14 +301,7 @@ DataRankAnalysis analyze_data_rank(const RankTimeline& t, int64_t start, int64_t
     d.waiting_on_model_fraction =
         d.stage_fraction[Stage::credit_wait] + std::max(0.0, d.stage_fraction[Stage::send] - d.send_exposed_fraction);
   }
-  d.busiest_fraction = -1;
-  for (Stage stage : {Stage::cache_read, Stage::collate, Stage::host_to_device, Stage::gpu_work, Stage::send}) {
-    const double fraction = stage == Stage::send ? d.send_exposed_fraction : d.stage_fraction[stage];
-    if (fraction > d.busiest_fraction) {
-      d.busiest_fraction = fraction;
-      d.busiest_stage = stage;
-    }
-  }
+  set_busiest_stage(d);
   d.queue_depth_mean = counter_mean(t, "queue_depth", start, end);
   d.credits_mean = counter_mean(t, "credits", start, end);
   return d;
@@ -367,104 +362,6 @@ CausalityCheck check_causality(std::vector<FlowEnd>& sends, const std::vector<Fl
   return check;
 }
 
-HangFacts hang_facts(const std::vector<RankTimeline>& timelines, int world_size,
-                     const std::map<int, int64_t>& last_steps) {
-  HangFacts h;
-  std::map<int, const RankTimeline*> by_rank;
-  for (const auto& t : timelines) by_rank[t.rank] = &t;
-  std::map<int, int> waited_on;  // rank -> how many ranks waited for it
-  for (int r = 0; r < world_size; ++r) {
-    RankFate fate;
-    fate.rank = r;
-    const auto it = by_rank.find(r);
-    if (it == by_rank.end()) {
-      fate.name = "rank " + std::to_string(r);
-      fate.status = "missing";
-      h.missing_ranks.push_back(r);
-    } else {
-      const RankTimeline& t = *it->second;
-      fate.name = describe_rank(t);
-      fate.status = t.status;
-      fate.error = t.error;
-      fate.waiting_for = t.waiting_for;
-      fate.channels = t.channels;
-      if (last_steps.count(r)) fate.last_step = last_steps.at(r);
-      if (t.status == "failed" && t.waiting_for >= 0) ++waited_on[t.waiting_for];
-    }
-    h.ranks.push_back(fate);
-  }
-  const bool failed = std::any_of(h.ranks.begin(), h.ranks.end(), [](const RankFate& f) { return f.status == "failed"; });
-  h.any = failed || !h.missing_ranks.empty();
-  // Channel counts: what one side sent against what the other received.
-  for (const auto& t : timelines) {
-    for (const auto& channel : t.channels) {
-      if (channel.value("direction", "") != "send") continue;
-      const int peer = channel.value("peer", -1);
-      const int64_t sent = channel.value("batches", int64_t{0});
-      const auto other = by_rank.find(peer);
-      if (other == by_rank.end()) continue;
-      for (const auto& receive : other->second->channels) {
-        if (receive.value("direction", "") != "receive" || receive.value("peer", -1) != t.rank) continue;
-        const int64_t received = receive.value("batches", int64_t{0});
-        if (received != sent) {
-          h.channel_mismatches.push_back("rank " + std::to_string(t.rank) + " sent " + std::to_string(sent) +
-                                         " batches to rank " + std::to_string(peer) + ", which received " +
-                                         std::to_string(received));
-        }
-      }
-    }
-  }
-  if (!h.any) return h;
-  const auto waiters_of = [&](int rank) {
-    std::string list;
-    for (const auto& f : h.ranks) {
-      if (f.status == "failed" && f.waiting_for == rank) list += (list.empty() ? "" : ", ") + std::to_string(f.rank);
-    }
-    return list;
-  };
-  // The rank most waited for; a missing rank beats one that wrote its file.
-  int culprit = -1, most = 0;
-  for (const auto& [rank, count] : waited_on) {
-    const bool missing = !by_rank.count(rank);
-    const bool culprit_missing = culprit >= 0 && !by_rank.count(culprit);
-    if (culprit < 0 || (missing && !culprit_missing) || (missing == culprit_missing && count > most)) {
-      culprit = rank;
-      most = count;
-    }
-  }
-  if (culprit < 0 && !h.missing_ranks.empty()) culprit = h.missing_ranks.front();
-  if (culprit < 0) {
-    for (const auto& f : h.ranks) {
-      if (f.status == "failed") {
-        culprit = f.rank;
-        break;
-      }
-    }
-  }
-  // Follow the chain: a rank that was itself waiting points further.
-  std::set<int> seen;
-  while (culprit >= 0 && !seen.count(culprit) && by_rank.count(culprit)) {
-    seen.insert(culprit);
-    const RankTimeline& t = *by_rank[culprit];
-    if (t.status != "failed" || t.waiting_for < 0 || t.waiting_for == culprit) break;
-    culprit = t.waiting_for;
-  }
-  h.culprit = culprit;
-  if (culprit >= 0) {
-    const std::string waiters = waiters_of(culprit);
-    const auto& fate = h.ranks.at(static_cast<size_t>(culprit));
-    if (fate.status == "missing") {
-      h.culprit_reason = "rank " + std::to_string(culprit) +
-                         " wrote no timeline: it died, was killed or never reached the end of the run";
-    } else {
-      h.culprit_reason = fate.name + " (status " + fate.status + ", last step " + std::to_string(fate.last_step) +
-                         (fate.error.empty() ? "" : ", error: " + fate.error) + ")";
-    }
-    if (!waiters.empty()) h.culprit_reason += "; ranks waiting for it: " + waiters;
-  }
-  return h;
-}
-
 }  // namespace
 
 const RankCpu* TrainAnalysis::cpu_of(int rank) const {
@@ -511,6 +408,7 @@ struct FirstPass {
   JobSeries job;
   std::set<int> counter_ranks;  // the ranks whose counter samples are kept (counter_chart_ranks)
   std::map<int, size_t> timeline_at;  // rank -> its index in TrainAnalysis::timelines
+  std::set<int> data_ranks;  // ranks whose role feeds batches, read again in the second pass
 };
 
 // A model rank's batch waits and receives before this step are not kept: the one step before its
@@ -549,7 +447,9 @@ void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
     a.clock.max_uncertainty_ns = uncertainty;
     a.clock.worst_rank = t.rank;
   }
-  const bool model = is_model_role(t.role), data = is_data_role(t.role);
+  const RankRole role = RankRole::of(t.role);
+  const bool model = role.runs_model(), data = role.feeds_batches();
+  if (data) pass.data_ranks.insert(t.rank);
   const ModelRankAnalysis* analysed = nullptr;
   if (model) {
     a.model_ranks.push_back(analyze_model_rank(t, pass.steady_waits[t.rank], pass.job, a.whole_run));
@@ -587,6 +487,42 @@ void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
   a.timelines.push_back(std::move(t));
 }
 
+// The model ranks' GPU busy share pooled over those that timed their GPU work, and the least busy.
+void pool_gpu_busy(TrainAnalysis& a) {
+  double gpu_time = 0, gpu_wall = 0;
+  for (const auto& m : a.model_ranks) {
+    if (!m.gpu_busy_fraction) continue;
+    gpu_time += *m.gpu_busy_fraction * m.steady_seconds;
+    gpu_wall += m.steady_seconds;
+    if (a.gpu_busy_lowest_rank < 0 || *m.gpu_busy_fraction < a.gpu_busy_lowest_fraction) {
+      a.gpu_busy_lowest_rank = m.rank;
+      a.gpu_busy_lowest_fraction = *m.gpu_busy_fraction;
+    }
+  }
+  if (gpu_wall > 0) a.gpu_busy_fraction = gpu_time / gpu_wall;
+}
+
+// The job's per-step series, and the steps it recorded as steady on any rank.
+void pool_job_steps(TrainAnalysis& a, const JobSeries& job) {
+  a.job_steps.reserve(job.size());
+  for (const auto& [step, sums] : job) {
+    JobStep j;
+    j.step = step;
+    j.seconds = sums.seconds / static_cast<double>(sums.ranks);
+    j.start_ns = sums.start_ns;
+    j.end_ns = sums.end_ns;
+    j.steady_ranks = sums.steady_ranks;
+    for (size_t k = 0; k < j.stage_seconds.size() && sums.steady_ranks > 0; ++k) {
+      j.stage_seconds[k] = sums.stage_seconds[k] / static_cast<double>(sums.steady_ranks);
+    }
+    if (sums.steady_ranks > 0) {
+      if (a.steady.recorded_first_step < 0) a.steady.recorded_first_step = step;
+      a.steady.recorded_last_step = step;
+    }
+    a.job_steps.push_back(j);
+  }
+}
+
 // The steady window, the job's series and the model role pooled, from every model rank's steps.
 void pool_model_ranks(TrainAnalysis& a, const JobSeries& job) {
   a.steady.enough = !a.model_ranks.empty();
@@ -620,34 +556,8 @@ void pool_model_ranks(TrainAnalysis& a, const JobSeries& job) {
   a.role_stages = breakdown(role_steps);
   a.input_wait_fraction = total > 0 ? wait / total : 0;
   a.allreduce_exposed_fraction = total > 0 ? exposed / total : 0;
-  double gpu_time = 0, gpu_wall = 0;
-  for (const auto& m : a.model_ranks) {
-    if (!m.gpu_busy_fraction) continue;
-    gpu_time += *m.gpu_busy_fraction * m.steady_seconds;
-    gpu_wall += m.steady_seconds;
-    if (a.gpu_busy_lowest_rank < 0 || *m.gpu_busy_fraction < a.gpu_busy_lowest_fraction) {
-      a.gpu_busy_lowest_rank = m.rank;
-      a.gpu_busy_lowest_fraction = *m.gpu_busy_fraction;
-    }
-  }
-  if (gpu_wall > 0) a.gpu_busy_fraction = gpu_time / gpu_wall;
-  a.job_steps.reserve(job.size());
-  for (const auto& [step, sums] : job) {
-    JobStep j;
-    j.step = step;
-    j.seconds = sums.seconds / static_cast<double>(sums.ranks);
-    j.start_ns = sums.start_ns;
-    j.end_ns = sums.end_ns;
-    j.steady_ranks = sums.steady_ranks;
-    for (size_t k = 0; k < j.stage_seconds.size() && sums.steady_ranks > 0; ++k) {
-      j.stage_seconds[k] = sums.stage_seconds[k] / static_cast<double>(sums.steady_ranks);
-    }
-    if (sums.steady_ranks > 0) {
-      if (a.steady.recorded_first_step < 0) a.steady.recorded_first_step = step;
-      a.steady.recorded_last_step = step;
-    }
-    a.job_steps.push_back(j);
-  }
+  pool_gpu_busy(a);
+  pool_job_steps(a, job);
 }
 
 // Each model rank's transfer exposure, and the role's, once the data ranks' sends are in.
@@ -691,13 +601,10 @@ TrainAnalysis analyze_train(const TimelineSource& source) {
   pass.job.clear();
   // The second pass: the data ranks, against the steady window every model rank gave. Their sends
   // and stall intervals are kept only inside it (and the sends only those a kept receive names).
-  std::set<int> data_ranks;
-  for (const auto& t : a.timelines) {
-    if (is_data_role(t.role)) data_ranks.insert(t.rank);
-  }
+  const std::set<int> data_ranks = std::move(pass.data_ranks);
   std::sort(pass.receives.begin(), pass.receives.end());
   source([&](int rank) { return data_ranks.count(rank) > 0; }, [&](RankTimeline raw) {
-    if (!is_data_role(raw.role)) return;
+    if (!data_ranks.count(raw.rank)) return;
     collect_sends(raw, pass.receives, pass.sends);
     RankTimeline t = align_to_reference(std::move(raw));
     for (const Span& s : t.spans) {

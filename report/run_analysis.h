@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/cpu_analysis.h"
+#include "report/hang_facts.h"
 #include "report/robust_stats.h"
 #include "timing/timeline_file.h"
 
@@ -177,26 +178,6 @@ struct ClockSummary {
   int64_t max_uncertainty_ns = 0;
   int worst_rank = 0;
   CausalityCheck causality;
-};
-
-// What a failed or incomplete run left: who failed, who waited for whom, who never wrote a file.
-struct RankFate {
-  int rank = 0;
-  std::string name;
-  std::string status;  // finished | stopped | failed | missing
-  std::string error;
-  int waiting_for = -1;
-  int64_t last_step = -1;  // the largest step of any span
-  nlohmann::json channels = nlohmann::json::array();
-};
-
-struct HangFacts {
-  bool any = false;             // a failed rank or a missing file
-  std::vector<int> missing_ranks;
-  std::vector<RankFate> ranks;  // every rank of the world, missing ones included
-  int culprit = -1;             // the rank that never arrived, -1 when unknown
-  std::string culprit_reason;
-  std::vector<std::string> channel_mismatches;  // "rank 0 sent 12 batches to rank 1, which received 11"
 };
 
 // The steady steps the numbers and verdicts cover: every model rank's steady steps, or, when a

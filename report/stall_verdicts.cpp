@@ -7,16 +7,13 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "report/report_text.h"
 #include "timing/stage.h"
 
 namespace sluice::report {
 namespace {
 
 using nlohmann::json;
-
-std::string pct(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
-
-std::string stage_name(Stage stage) { return std::string(timing::to_string(stage)); }
 
 std::string setting_text(const json& settings, const std::string& key, const std::string& fallback = "?") {
   const json value = setting(settings, key);
@@ -35,10 +32,18 @@ double baseline(const TrainAnalysis& a, const std::string& key) {
 
 const RankCpu* cpu_of(const TrainAnalysis& a, int rank) { return a.cpu_of(rank); }
 
-// The first descheduled rank of a role ("data" matches data_and_model too), or null.
-const RankCpu* descheduled_in(const TrainAnalysis& a, const std::string& role) {
+// The first descheduled rank that feeds batches (a data rank, or one doing both), or null.
+const RankCpu* descheduled_data_rank(const TrainAnalysis& a) {
   for (const auto& c : a.cpu) {
-    if (c.descheduled && c.role.find(role) != std::string::npos) return &c;
+    if (c.descheduled && c.role.feeds_batches()) return &c;
+  }
+  return nullptr;
+}
+
+// The first descheduled rank that runs the model, or null.
+const RankCpu* descheduled_model_rank(const TrainAnalysis& a) {
+  for (const auto& c : a.cpu) {
+    if (c.descheduled && c.role.runs_model()) return &c;
   }
   return nullptr;
 }
@@ -46,10 +51,9 @@ const RankCpu* descheduled_in(const TrainAnalysis& a, const std::string& role) {
 void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool queued, StallVerdict& v);
 
 StallVerdict input_verdict(const TrainAnalysis& a) {
-  StallVerdict v;
-  v.kind = "input_bound";
+  StallVerdict v(VerdictKind::input_bound);
   const double f = a.input_wait_fraction;
-  v.severity = f >= input_bound_high ? "HIGH" : "MODERATE";
+  v.severity = f >= input_bound_high ? Severity::high : Severity::moderate;
   // The data side: its busiest stage, and whether batches were waiting (queued or in credit_wait).
   const DataRankAnalysis* busiest = nullptr;
   double credit_wait = 0, reader_wait = 0, queue = 0;
@@ -84,14 +88,14 @@ StallVerdict input_verdict(const TrainAnalysis& a) {
     v.numbers["busiest_data_rank"] = busiest->rank;
     cause = fmt::format("busiest data-rank stage {} ({} of rank {}'s {}), batches {}queued (data ranks {} waiting on "
                         "their model ranks (credit_wait, unexposed send), {} in wait_for_reader{})",
-                        stage_name(busiest->busiest_stage), pct(busiest->busiest_fraction), busiest->rank,
+                        stage_name(busiest->busiest_stage), percent(busiest->busiest_fraction), busiest->rank,
                         busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate
                             ? "reader time" : "main thread",
-                        queued ? "" : "not ", pct(credit_wait), pct(reader_wait),
+                        queued ? "" : "not ", percent(credit_wait), percent(reader_wait),
                         have_queue ? fmt::format(", mean queue depth {:.1f}", queue_mean) : "");
   }
-  v.summary = fmt::format("model ranks waited for a batch {} of their step time (I/T; {} at least {}); {}", pct(f),
-                          v.severity, pct(v.severity == "HIGH" ? input_bound_high : input_bound_moderate), cause);
+  v.summary = fmt::format("model ranks waited for a batch {} of their step time (I/T; {} at least {}); {}", percent(f),
+                          to_string(v.severity), percent(v.severity == Severity::high ? input_bound_high : input_bound_moderate), cause);
   if (busiest) v.rank = busiest->rank;
   input_cause(a, busiest, queued, v);
   return v;
@@ -110,13 +114,40 @@ const RankCpu* waited_for_storage(const TrainAnalysis& a, const DataRankAnalysis
   return cpu->storage_cpu_cores() < storage_wait_cpu_share * reading_cores ? cpu : nullptr;
 }
 
+// The busiest data rank's readers waited for the cache's storage (waited_for_storage): its rate,
+// and the device as what to fix.
+void storage_cause(const DataRankAnalysis& d, const RankCpu& storage, const std::string& readers, StallVerdict& v) {
+  v.numbers["cause"] = "cache_storage";
+  const double rate = storage_bytes_per_second(d, storage);
+  v.numbers["storage_read_bytes"] = storage.storage_read_bytes;
+  v.numbers["storage_bytes_per_s"] = rate;
+  v.numbers["storage_cpu_cores"] = storage.storage_cpu_cores();
+  v.numbers["bytes_sent"] = d.bytes_sent;
+  v.numbers["reader_lanes"] = d.reader_lanes;
+  v.summary += fmt::format("; rank {}'s readers waited for the cache's storage: it delivered {} ({} from the device "
+                           "in the {:.1f} s window, {} of the {} it sent), the process used {:.2f} cores while it "
+                           "read, its {} reader(s) {} in cache_read",
+                           d.rank, bandwidth_text(rate),
+                           bytes_text(static_cast<double>(storage.storage_read_bytes)), d.window_seconds,
+                           percent(static_cast<double>(storage.storage_read_bytes) /
+                               static_cast<double>(d.bytes_sent)),
+                           bytes_text(static_cast<double>(d.bytes_sent)), storage.storage_cpu_cores(),
+                           d.reader_lanes, percent(d.busiest_fraction));
+  v.recommendation = fmt::format(
+      "the device under the cache is the limit on host {}, not the readers' CPU, the transport or train.credits: put "
+      "the cache on faster node-local storage (or copy it there before training), check the device (iostat -x) and "
+      "any I/O limit on the job's cgroup (blkio / io.max); more reader threads (train.reader_threads, now {}) help "
+      "only if the device serves parallel reads faster",
+      d.host, readers);
+}
+
 // The cause of an input-bound run and what to do about it: a descheduled data rank, the feed
 // (batches ready but late), the cache's storage, the readers' CPU, or another data-rank stage.
 void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool queued, StallVerdict& v) {
   const std::string readers = setting_text(a.settings, "train.reader_threads");
   const std::string per_node = setting_text(a.settings, "roles.data_per_node");
   const std::string credits = setting_text(a.settings, "train.credits");
-  if (const RankCpu* stopped = descheduled_in(a, "data")) {
+  if (const RankCpu* stopped = descheduled_data_rank(a)) {
     // A data rank that did not run holds its send spans open: the feed looks slow, the process was not running.
     v.rank = stopped->rank;
     v.numbers["cause"] = "descheduled";
@@ -135,36 +166,15 @@ void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool q
     v.recommendation = fmt::format(
         "batches were ready but reached the model ranks late: the feed itself is the limit (send {} at {} on rank {}). "
         "Raise train.credits from {} so more batches are in flight, or use a faster transport (roles.transport)",
-        pct(busiest->send_exposed_fraction), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
+        percent(busiest->send_exposed_fraction), bandwidth_text(busiest->send_bandwidth), busiest->rank, credits);
   } else if (const RankCpu* storage = waited_for_storage(a, *busiest)) {
-    v.numbers["cause"] = "cache_storage";
-    const double rate = storage_bytes_per_second(*busiest, *storage);
-    v.numbers["storage_read_bytes"] = storage->storage_read_bytes;
-    v.numbers["storage_bytes_per_s"] = rate;
-    v.numbers["storage_cpu_cores"] = storage->storage_cpu_cores();
-    v.numbers["bytes_sent"] = busiest->bytes_sent;
-    v.numbers["reader_lanes"] = busiest->reader_lanes;
-    v.summary += fmt::format("; rank {}'s readers waited for the cache's storage: it delivered {} ({} from the device "
-                             "in the {:.1f} s window, {} of the {} it sent), the process used {:.2f} cores while it "
-                             "read, its {} reader(s) {} in cache_read",
-                             busiest->rank, bandwidth_text(rate),
-                             bytes_text(static_cast<double>(storage->storage_read_bytes)), busiest->window_seconds,
-                             pct(static_cast<double>(storage->storage_read_bytes) /
-                                 static_cast<double>(busiest->bytes_sent)),
-                             bytes_text(static_cast<double>(busiest->bytes_sent)), storage->storage_cpu_cores(),
-                             busiest->reader_lanes, pct(busiest->busiest_fraction));
-    v.recommendation = fmt::format(
-        "the device under the cache is the limit on host {}, not the readers' CPU, the transport or train.credits: put "
-        "the cache on faster node-local storage (or copy it there before training), check the device (iostat -x) and "
-        "any I/O limit on the job's cgroup (blkio / io.max); more reader threads (train.reader_threads, now {}) help "
-        "only if the device serves parallel reads faster",
-        busiest->host, readers);
+    storage_cause(*busiest, *storage, readers, v);
   } else if (busiest->busiest_stage == Stage::cache_read || busiest->busiest_stage == Stage::collate) {
     v.numbers["cause"] = stage_name(busiest->busiest_stage);
     v.recommendation = fmt::format(
         "the readers cannot keep up ({} threads {} busy in {}): raise train.reader_threads from {} (cores permitting), "
         "or add data ranks per node (roles.data_per_node from {})%s",
-        busiest->reader_lanes, pct(busiest->busiest_fraction), stage_name(busiest->busiest_stage), readers, per_node);
+        busiest->reader_lanes, percent(busiest->busiest_fraction), stage_name(busiest->busiest_stage), readers, per_node);
     const std::string tail = busiest->busiest_stage == Stage::cache_read
                                  ? "; put the cache on node-local disk if it is on a network file system"
                                  : "; fewer padding frames (train.n_buckets up) make collating cheaper";
@@ -173,32 +183,47 @@ void input_cause(const TrainAnalysis& a, const DataRankAnalysis* busiest, bool q
     v.numbers["cause"] = stage_name(busiest->busiest_stage);
     v.recommendation = fmt::format("the data ranks' {} stage takes {} of their time: move that work to the model ranks "
                                    "or add data ranks per node (roles.data_per_node from {})",
-                                   stage_name(busiest->busiest_stage), pct(busiest->busiest_fraction), per_node);
+                                   stage_name(busiest->busiest_stage), percent(busiest->busiest_fraction), per_node);
   }
 }
 
 void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_per_step, double exposed_per_step,
                      double baseline_step_s, StallVerdict& v);
 
-// `model_straggler`: a model-rank straggler verdict holds (a cause of all-reduce waits).
-StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler) {
-  StallVerdict v;
-  v.kind = "communication_bound";
-  const double comm = std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction);
-  v.severity = comm >= comm_bound_high ? "HIGH" : "MODERATE";
-  const bool allreduce = a.allreduce_exposed_fraction >= a.transfer_exposed_fraction;
-  int64_t bytes = 0;
-  double reduce_seconds = 0, sent = 0, send_seconds = 0;
-  for (const auto& m : a.model_ranks) {
-    bytes += m.allreduce_bytes;
-    reduce_seconds += m.allreduce_seconds;
+// Whether the exposed communication is mostly the gradient all-reduce (else the batch transfer).
+bool allreduce_exposed_most(const TrainAnalysis& a) {
+  return a.allreduce_exposed_fraction >= a.transfer_exposed_fraction;
+}
+
+// The rate the exposed communication moved at: the all-reduce's bytes over its seconds, or the
+// data ranks' sends over theirs.
+double achieved_bytes_per_second(const TrainAnalysis& a, bool allreduce) {
+  if (allreduce) {
+    int64_t bytes = 0;
+    double seconds = 0;
+    for (const auto& m : a.model_ranks) {
+      bytes += m.allreduce_bytes;
+      seconds += m.allreduce_seconds;
+    }
+    return seconds > 0 ? static_cast<double>(bytes) / seconds : 0;
   }
+  double sent = 0, seconds = 0;
   for (const auto& d : a.data_ranks) {
     sent += static_cast<double>(d.bytes_sent);
-    if (d.send_bandwidth > 0) send_seconds += static_cast<double>(d.bytes_sent) / d.send_bandwidth;
+    if (d.send_bandwidth > 0) seconds += static_cast<double>(d.bytes_sent) / d.send_bandwidth;
   }
-  const double achieved = allreduce ? (reduce_seconds > 0 ? static_cast<double>(bytes) / reduce_seconds : 0)
-                                    : (send_seconds > 0 ? sent / send_seconds : 0);
+  return seconds > 0 ? sent / seconds : 0;
+}
+
+// `model_straggler`: a model-rank straggler verdict holds (a cause of all-reduce waits).
+StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler) {
+  StallVerdict v(VerdictKind::communication_bound);
+  const double comm = std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction);
+  v.severity = comm >= comm_bound_high ? Severity::high : Severity::moderate;
+  const bool allreduce = allreduce_exposed_most(a);
+  int64_t bytes = 0;
+  for (const auto& m : a.model_ranks) bytes += m.allreduce_bytes;
+  const double achieved = achieved_bytes_per_second(a, allreduce);
   const double base = baseline(a, allreduce ? "allreduce_baseline_bytes_per_s" : "transfer_baseline_bytes_per_s");
   // The all-reduce of one step against the time its bytes take at the baseline: a wait much
   // longer than that is not bandwidth but skew (slower peers) or progress (CPU MPI advances
@@ -225,11 +250,11 @@ StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler)
                                           "wait is {:.1f} ms per step",
                                           bytes_text(bytes_per_step), 1e3 * baseline_step_s, bandwidth_text(base),
                                           1e3 * exposed_per_step)
-                            : fmt::format("{} of the measured baseline {}", pct(achieved / base), bandwidth_text(base)))
+                            : fmt::format("{} of the measured baseline {}", percent(achieved / base), bandwidth_text(base)))
                : "no baseline measured";
   v.summary = fmt::format("exposed {} is {} of model-rank step time ({} at least {}); achieved {} ({})",
-                          allreduce ? "gradient all-reduce" : "batch transfer", pct(comm), v.severity,
-                          pct(v.severity == "HIGH" ? comm_bound_high : comm_bound_moderate),
+                          allreduce ? "gradient all-reduce" : "batch transfer", percent(comm), to_string(v.severity),
+                          percent(v.severity == Severity::high ? comm_bound_high : comm_bound_moderate),
                           bandwidth_text(achieved), against);
   if (allreduce) {
     allreduce_cause(a, model_straggler, bytes_per_step, exposed_per_step, baseline_step_s, v);
@@ -238,7 +263,7 @@ StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler)
     v.recommendation = fmt::format("batches spend {} of step time in transfer: raise train.credits from {} so the next "
                                    "batch moves while the current one trains, or use a faster transport "
                                    "(roles.transport)",
-                                   pct(a.transfer_exposed_fraction), setting_text(a.settings, "train.credits"));
+                                   percent(a.transfer_exposed_fraction), setting_text(a.settings, "train.credits"));
   }
   return v;
 }
@@ -270,7 +295,7 @@ void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_
   }
   const std::vector<std::string> hosts(host_set.begin(), host_set.end());
   const bool even = most > 0 && least >= allreduce_even_share * most;
-  const bool skew = !even || descheduled_in(a, "model") != nullptr || model_straggler;
+  const bool skew = !even || descheduled_model_rank(a) != nullptr || model_straggler;
   const double effective = exposed_per_step > 0 ? bytes_per_step / exposed_per_step : 0;
   v.numbers["hosts"] = hosts;
   v.numbers["exposed_least_seconds_per_step"] = std::max(0.0, least);
@@ -310,8 +335,7 @@ void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_
 }
 
 StallVerdict compute_verdict(const TrainAnalysis& a) {
-  StallVerdict v;
-  v.kind = "compute_bound";
+  StallVerdict v(VerdictKind::compute_bound);
   double busy = 0, total = 0;
   for (const auto& m : a.model_ranks) {
     busy += m.busy_seconds.total;
@@ -326,25 +350,72 @@ StallVerdict compute_verdict(const TrainAnalysis& a) {
                {"data_waiting_on_model_fraction", idle}};
   v.summary = fmt::format("model ranks compute {} of their step time; input wait {} (< {}), exposed communication {} "
                           "(< {})",
-                          pct(total > 0 ? busy / total : 0), pct(a.input_wait_fraction), pct(compute_bound_input_below),
-                          pct(std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction)),
-                          pct(compute_bound_comm_below));
+                          percent(total > 0 ? busy / total : 0), percent(a.input_wait_fraction), percent(compute_bound_input_below),
+                          percent(std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction)),
+                          percent(compute_bound_comm_below));
   v.recommendation = fmt::format(
       "the GPUs are fed: speed up the model step itself (mixed precision, fused kernels, a larger batch per rank) or add "
       "model ranks. The data ranks spend {} waiting on their model ranks (credit_wait, unexposed send){}",
-      pct(idle), idle > 0.5 ? fmt::format(", so fewer data ranks would do (roles.data_per_node from {})",
+      percent(idle), idle > 0.5 ? fmt::format(", so fewer data ranks would do (roles.data_per_node from {})",
                                           setting_text(a.settings, "roles.data_per_node"))
                             : "");
   return v;
 }
 
-std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
-  std::vector<StallVerdict> verdicts;
+// A model rank found by the step straggler rule, measured on `measure` (forward, or forward +
+// backward + optimizer); `step` is the role's median step time.
+StallVerdict model_straggler_verdict(const TrainAnalysis& a, const ModelRankAnalysis& m, const StragglerFinding& f,
+                                     const std::string& measure, double step) {
+  const double total_steps = static_cast<double>(m.recorded_steps);
+  StallVerdict v(VerdictKind::straggler, f.median_excess >= 0.2 * step ? Severity::high : Severity::moderate, f.rank);
+  v.role = RoleKind::model;
+  v.numbers = {{"rank", f.rank},          {"host", m.host},
+               {"gpu", m.gpu},            {"role", to_string(v.role)},
+               {"measure", measure},
+               {"busy_seconds_p50", f.rank_median},
+               {"role_busy_seconds_p50", f.role_median},
+               {"excess_seconds_per_step", f.median_excess},
+               {"excess_fraction_of_step", step > 0 ? f.median_excess / step : 0},
+               {"steps_over_threshold", f.flagged_share},
+               {"steady_steps", f.items},
+               {"cost_seconds_steady", f.total_excess},
+               {"cost_seconds_projected", f.median_excess * total_steps},
+               {"rule", f.rule},
+               {"steps_with_excess", f.consistent_share}};
+  const RankCpu* cpu = cpu_of(a, f.rank);
+  if (cpu) {
+    v.numbers["ran_fraction"] = cpu->ran_fraction;
+    v.numbers["cpu_cores_mean"] = cpu->cpu_cores_mean;
+  }
+  v.summary = fmt::format("{} spends {:.3f} s per step in {} against {:.3f} s on the other model ranks (+{:.3f} s "
+                          "over them in the same step, {} of the {:.3f} s step) in {} of {} steady steps; every other rank waits for it in the "
+                          "all-reduce: {:.1f} s over the steady steps, about {:.1f} s over all {} steps",
+                          m.name, f.rank_median, measure, f.role_median, f.median_excess,
+                          percent(step > 0 ? f.median_excess / step : 0),
+                          step, percent(f.flagged_share), f.items, f.total_excess, f.median_excess * total_steps,
+                          m.recorded_steps);
+  if (cpu) {
+    v.summary += cpu->descheduled ? "; " + descheduled_cause(*cpu)
+                                  : fmt::format("; it ran {} of the wall time, {:.2f} cores on average",
+                                                percent(cpu->ran_fraction), cpu->cpu_cores_mean);
+  }
+  v.recommendation = fmt::format("look at host {} {}: another process on it, thermal or power throttling, a slower "
+                                 "device or fewer CPU cores (`sluice doctor` on that node); until fixed, leave that "
+                                 "node out of the allocation (removing it saves about {:.3f} s per step)",
+                                 m.host, m.gpu >= 0 ? "GPU " + std::to_string(m.gpu) : "(CPU rank)", f.median_excess);
+  return v;
+}
+
+// A model rank the step straggler rule found, and the measure it was found on.
+struct ModelStraggler {
+  StragglerFinding finding;
+  std::string measure;  // "forward" or "forward+backward+optimizer"
+};
+
+std::vector<ModelStraggler> find_model_stragglers(const TrainAnalysis& a) {
   const double step = a.role_step_seconds.p50;
   std::vector<RankStepValue> model_busy, model_forward;
-  std::map<int, const ModelRankAnalysis*> models;
   for (const auto& m : a.model_ranks) {
-    models[m.rank] = &m;
     for (const auto& s : m.steps) {
       if (!s.steady) continue;
       model_busy.push_back({m.rank, s.step, s.busy_seconds()});
@@ -362,66 +433,38 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
     measure[f.rank] = "forward+backward+optimizer";
     findings.push_back(f);
   }
-  for (const auto& f : findings) {
-    const auto& m = *models.at(f.rank);
-    const double total_steps = static_cast<double>(m.recorded_steps);
-    StallVerdict v;
-    v.kind = "straggler";
-    v.severity = f.median_excess >= 0.2 * step ? "HIGH" : "MODERATE";
-    v.rank = f.rank;
-    v.numbers = {{"rank", f.rank},          {"host", m.host},
-                 {"gpu", m.gpu},            {"role", "model"},
-                 {"measure", measure.at(f.rank)},
-                 {"busy_seconds_p50", f.rank_median},
-                 {"role_busy_seconds_p50", f.role_median},
-                 {"excess_seconds_per_step", f.median_excess},
-                 {"excess_fraction_of_step", step > 0 ? f.median_excess / step : 0},
-                 {"steps_over_threshold", f.flagged_share},
-                 {"steady_steps", f.items},
-                 {"cost_seconds_steady", f.total_excess},
-                 {"cost_seconds_projected", f.median_excess * total_steps},
-                 {"rule", f.rule},
-                 {"steps_with_excess", f.consistent_share}};
-    const RankCpu* cpu = cpu_of(a, f.rank);
-    if (cpu) {
-      v.numbers["ran_fraction"] = cpu->ran_fraction;
-      v.numbers["cpu_cores_mean"] = cpu->cpu_cores_mean;
-    }
-    v.summary = fmt::format("{} spends {:.3f} s per step in {} against {:.3f} s on the other model ranks (+{:.3f} s "
-                            "over them in the same step, {} of the {:.3f} s step) in {} of {} steady steps; every other rank waits for it in the "
-                            "all-reduce: {:.1f} s over the steady steps, about {:.1f} s over all {} steps",
-                            m.name, f.rank_median, measure.at(f.rank), f.role_median, f.median_excess,
-                            pct(step > 0 ? f.median_excess / step : 0),
-                            step, pct(f.flagged_share), f.items, f.total_excess, f.median_excess * total_steps,
-                            m.recorded_steps);
-    if (cpu) {
-      v.summary += cpu->descheduled ? "; " + descheduled_cause(*cpu)
-                                    : fmt::format("; it ran {} of the wall time, {:.2f} cores on average",
-                                                  pct(cpu->ran_fraction), cpu->cpu_cores_mean);
-    }
-    v.recommendation = fmt::format("look at host {} {}: another process on it, thermal or power throttling, a slower "
-                                   "device or fewer CPU cores (`sluice doctor` on that node); until fixed, leave that "
-                                   "node out of the allocation (removing it saves about {:.3f} s per step)",
-                                   m.host, m.gpu >= 0 ? "GPU " + std::to_string(m.gpu) : "(CPU rank)", f.median_excess);
-    verdicts.push_back(v);
+  std::vector<ModelStraggler> stragglers;
+  for (const auto& f : findings) stragglers.push_back({f, measure.at(f.rank)});
+  return stragglers;
+}
+
+std::vector<StallVerdict> model_straggler_verdicts(const TrainAnalysis& a, const std::vector<ModelStraggler>& found) {
+  std::map<int, const ModelRankAnalysis*> models;
+  for (const auto& m : a.model_ranks) models[m.rank] = &m;
+  std::vector<StallVerdict> verdicts;
+  for (const auto& [f, measure] : found) {
+    verdicts.push_back(model_straggler_verdict(a, *models.at(f.rank), f, measure, a.role_step_seconds.p50));
   }
-  // Data ranks: read + collate seconds per batch, against the other data ranks.
+  return verdicts;
+}
+
+// Data ranks: read + collate seconds per batch, against the other data ranks.
+std::vector<StallVerdict> data_straggler_verdicts(const TrainAnalysis& a) {
   std::map<int, std::vector<double>> data_busy;
   std::map<int, const DataRankAnalysis*> datas;
   for (const auto& d : a.data_ranks) {
     datas[d.rank] = &d;
     if (!d.batch_busy_seconds.empty()) data_busy[d.rank] = d.batch_busy_seconds;
   }
-  for (const auto& f : find_stragglers(data_busy, step)) {
+  std::vector<StallVerdict> verdicts;
+  for (const auto& f : find_stragglers(data_busy, a.role_step_seconds.p50)) {
     const auto& d = *datas.at(f.rank);
-    StallVerdict v;
-    v.kind = "straggler";
-    v.severity = "MODERATE";
-    v.rank = f.rank;
+    StallVerdict v(VerdictKind::straggler, Severity::moderate, f.rank);
+    v.role = RoleKind::data;
     v.numbers = {{"rank", f.rank},
                  {"host", d.host},
                  {"gpu", d.gpu},
-                 {"role", "data"},
+                 {"role", to_string(v.role)},
                  {"batch_seconds_p50", f.rank_median},
                  {"role_batch_seconds_p50", f.role_median},
                  {"excess_seconds_per_batch", f.median_excess},
@@ -430,29 +473,24 @@ std::vector<StallVerdict> straggler_verdicts(const TrainAnalysis& a) {
                  {"cost_seconds_steady", f.total_excess}};
     v.summary = fmt::format("{} reads and collates a batch in {:.3f} s against {:.3f} s on the other data ranks in {} "
                             "of {} batches ({:.1f} s of reader time in all)",
-                            d.name, f.rank_median, f.role_median, pct(f.flagged_share), f.items, f.total_excess);
+                            d.name, f.rank_median, f.role_median, percent(f.flagged_share), f.items, f.total_excess);
     v.recommendation = fmt::format("check host {}'s path to the cache (local disk against network file system, page "
                                    "cache) and its CPU load; its model ranks ({}) wait for it only if input-bound",
-                                   d.host, [&] {
-                                     std::string list;
-                                     for (int r : d.feeds) list += (list.empty() ? "" : ", ") + std::to_string(r);
-                                     return list.empty() ? std::string("none") : list;
-                                   }());
+                                   d.host, d.feeds.empty() ? std::string("none") : rank_list(d.feeds));
     verdicts.push_back(v);
   }
   return verdicts;
 }
 
-StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
-  StallVerdict v;
-  v.kind = "cyclic_stall";
-  v.severity = "MODERATE";
-  struct Known {
-    std::string what;
-    double period;
-  };
-  std::vector<Known> known;
-  // A delay put there on purpose comes first: when it shares a period with a setting, it is the cause.
+// A period the run is known to have: a setting, or the delay injected on purpose.
+struct KnownPeriod {
+  std::string what;
+  double period;
+};
+
+// A delay put there on purpose comes first: when it shares a period with a setting, it is the cause.
+std::vector<KnownPeriod> known_periods(const TrainAnalysis& a) {
+  std::vector<KnownPeriod> known;
   if (a.injected_delay.is_object() && a.injected_delay.contains("every") && a.injected_delay["every"].is_number()) {
     known.push_back({"the injected delay's debug.delay_every", a.injected_delay["every"].get<double>()});
   }
@@ -464,15 +502,13 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
   if (shard.is_number() && batch.is_number() && batch.get<double>() > 0) {
     known.push_back({"batches per shard (cache.shard_size / train.batch_size)", shard.get<double>() / batch.get<double>()});
   }
-  json known_json = json::array();
-  std::string match;
-  for (const auto& k : known) {
-    const bool matches = std::fabs(k.period - static_cast<double>(c.period)) <= 1.0;
-    known_json.push_back({{"what", k.what}, {"period", k.period}, {"matches", matches}});
-    if (matches && match.empty()) match = fmt::format("{} = {:g}", k.what, k.period);
-  }
-  // The stage that grows in the spike steps: over every model rank's analysed steps, or, when the
-  // analysis was capped (the spikes may lie before its window), over the job's per-step means.
+  return known;
+}
+
+// The stage that grows most in the spike steps ("" when none): over every model rank's analysed
+// steps, or, when the analysis was capped (the spikes may lie before its window), over the job's
+// per-step means.
+std::string grown_stage(const TrainAnalysis& a, const CyclicStall& c) {
   std::string grown;
   double growth = 0;
   for (Stage stage : model_step_stages) {
@@ -498,6 +534,49 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
       grown = stage_name(stage);
     }
   }
+  return grown;
+}
+
+// What to do about a stall every c.period steps, by the known period it matches ("" for none).
+std::string cyclic_recommendation(const TrainAnalysis& a, const CyclicStall& c, const std::string& match,
+                                  const std::string& grown) {
+  const auto matches = [&](const char* what) { return match.rfind(what, 0) == 0; };
+  if (matches("the injected delay")) {
+    return "this is the delay put there on purpose (debug.delay_stage/delay_every): the report found it; unset "
+           "debug.delay_stage for real runs";
+  }
+  if (matches("train.checkpoint_every")) {
+    return fmt::format("checkpoints stall training {:.3f} s each: checkpoint less often (raise "
+                       "train.checkpoint_every) or write them to faster storage",
+                       c.spike_excess_seconds);
+  }
+  if (matches("train.validation_every")) {
+    return "validation passes stall training: validate less often (train.validation_every) or on a smaller split "
+           "(train.validation_fraction)";
+  }
+  if (matches("batches per shard")) {
+    return fmt::format("the readers stall when they open the next shard: raise train.read_ahead from {} so the next "
+                       "shard is read before it is needed",
+                       setting_text(a.settings, "train.read_ahead"));
+  }
+  if (matches("train.log_every")) {
+    return "logging stalls the step: the log line's gathering or printing blocks; report it as a bug";
+  }
+  return fmt::format("something recurring every {} steps{} costs {:.3f} s each time; look at the spike steps in "
+                     "trace.json",
+                     c.period, grown.empty() ? "" : " in " + grown, c.spike_excess_seconds);
+}
+
+StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
+  StallVerdict v(VerdictKind::cyclic_stall, Severity::moderate);
+  json known_json = json::array();
+  std::string match;
+  for (const auto& k : known_periods(a)) {
+    const bool matches = std::fabs(k.period - static_cast<double>(c.period)) <= 1.0;
+    known_json.push_back({{"what", k.what}, {"period", k.period}, {"matches", matches}});
+    if (matches && match.empty()) match = fmt::format("{} = {:g}", k.what, k.period);
+  }
+  const std::string grown = grown_stage(a, c);
   v.numbers = {{"period", c.period},
                {"series", c.series},
                {"spikes", c.spike_steps.size()},
@@ -511,38 +590,15 @@ StallVerdict cyclic_verdict(const TrainAnalysis& a, const CyclicStall& c) {
                {"known_periods", known_json}};
   v.summary = fmt::format("every {} steps a step takes {:.3f} s longer ({} spikes, {} of gaps within L±1, "
                           "autocorrelation {:.2f} > {:.2f}){}; {}",
-                          c.period, c.spike_excess_seconds, c.spike_steps.size(), pct(c.gap_share), c.autocorrelation,
-                          c.autocorrelation_bound, grown.empty() ? "" : ", in " + grown,
+                          c.period, c.spike_excess_seconds, c.spike_steps.size(), percent(c.gap_share),
+                          c.autocorrelation, c.autocorrelation_bound, grown.empty() ? "" : ", in " + grown,
                           match.empty() ? "no known period matches" : "matches " + match);
-  if (match.rfind("the injected delay", 0) == 0) {
-    v.recommendation = "this is the delay put there on purpose (debug.delay_stage/delay_every): the report found "
-                       "it; unset debug.delay_stage for real runs";
-  } else if (match.rfind("train.checkpoint_every", 0) == 0) {
-    v.recommendation = fmt::format("checkpoints stall training {:.3f} s each: checkpoint less often (raise "
-                                   "train.checkpoint_every) or write them to faster storage",
-                                   c.spike_excess_seconds);
-  } else if (match.rfind("train.validation_every", 0) == 0) {
-    v.recommendation = "validation passes stall training: validate less often (train.validation_every) or on a "
-                       "smaller split (train.validation_fraction)";
-  } else if (match.rfind("batches per shard", 0) == 0) {
-    v.recommendation = fmt::format("the readers stall when they open the next shard: raise train.read_ahead from {} so "
-                                   "the next shard is read before it is needed",
-                                   setting_text(a.settings, "train.read_ahead"));
-  } else if (match.rfind("train.log_every", 0) == 0) {
-    v.recommendation = "logging stalls the step: the log line's gathering or printing blocks; report it as a bug";
-  } else {
-    v.recommendation = fmt::format("something recurring every {} steps{} costs {:.3f} s each time; look at the spike "
-                                   "steps in trace.json",
-                                   c.period, grown.empty() ? "" : " in " + grown, c.spike_excess_seconds);
-  }
+  v.recommendation = cyclic_recommendation(a, c, match, grown);
   return v;
 }
 
 StallVerdict hang_verdict(const TrainAnalysis& a) {
-  StallVerdict v;
-  v.kind = "hang";
-  v.severity = "HIGH";
-  v.rank = a.hang.culprit;
+  StallVerdict v(VerdictKind::hang, Severity::high, a.hang.culprit);
   json ranks = json::array();
   for (const auto& f : a.hang.ranks) {
     ranks.push_back({{"rank", f.rank}, {"status", f.status}, {"waiting_for", f.waiting_for}, {"last_step", f.last_step}});
@@ -567,19 +623,6 @@ StallVerdict hang_verdict(const TrainAnalysis& a) {
 
 }  // namespace
 
-std::string bandwidth_text(double bytes_per_s) {
-  if (bytes_per_s <= 0) return "n/a";
-  if (bytes_per_s >= 1e9) return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
-  if (bytes_per_s < 1e6) return fmt::format("{:.0f} kB/s", bytes_per_s / 1e3);  // a throttled disk, a slow link
-  return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
-}
-
-std::string bytes_text(double bytes) {
-  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
-  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
-  return fmt::format("{:.0f} kB", bytes / 1e3);
-}
-
 double storage_bytes_per_second(const DataRankAnalysis& d, const RankCpu& cpu) {
   const auto read = d.stage_fraction.find(Stage::cache_read);
   const double reading_s = d.window_seconds * (read == d.stage_fraction.end() ? 0 : read->second);
@@ -599,14 +642,18 @@ json setting(const json& settings, const std::string& key) {
 }
 
 json StallVerdict::to_json() const {
-  return {{"kind", kind},         {"severity", severity},        {"summary", summary},
+  return {{"kind", to_string(kind)},  {"severity", to_string(severity)}, {"summary", summary},
           {"recommendation", recommendation}, {"numbers", numbers}, {"rank", rank}};
 }
 
-std::string StallVerdict::headline() const {
-  std::string name = kind;
+std::string StallVerdict::title() const {
+  std::string name(to_string(kind));
   std::replace(name.begin(), name.end(), '_', '-');
-  return name + (severity.empty() ? "" : " " + severity) + ": " + summary;
+  return name;
+}
+
+std::string StallVerdict::headline() const {
+  return title() + (severity == Severity::none ? "" : " " + std::string(to_string(severity))) + ": " + summary;
 }
 
 namespace {
@@ -802,58 +849,46 @@ CyclicStall find_cyclic_stall(const std::vector<double>& seconds, const std::vec
   return c;
 }
 
-std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
-  std::vector<StallVerdict> verdicts;
-  if (a.hang.any) verdicts.push_back(hang_verdict(a));
-  for (const auto& c : a.cpu) {
-    if (c.descheduled) verdicts.push_back(descheduled_verdict(a, c));
+namespace {
+
+// Too few steady steps for the rules: what the run had and what it needs.
+StallVerdict thin_run_verdict(const TrainAnalysis& a) {
+  StallVerdict v(VerdictKind::no_verdict);
+  v.summary = a.model_ranks.empty()
+                  ? "no model-rank timelines, so no step times to judge"
+                  : fmt::format("only {} steady steps after dropping {} warm-up steps; the rules need at least {}",
+                                a.steady.steady_steps, a.steady.warmup_steps, min_steady_steps);
+  v.recommendation = fmt::format("run at least {} steps (train.steps) for a verdict",
+                                 a.steady.warmup_steps + min_steady_steps + 5);
+  v.numbers = {{"steady_steps", a.steady.steady_steps}, {"warmup_steps", a.steady.warmup_steps},
+               {"required", min_steady_steps}};
+  return v;
+}
+
+// The all-reduce is where the other model ranks wait for a descheduled or straggling one: its
+// cost shows up in the communication verdict, which says so and puts fixing that rank first.
+void blame_slow_model_rank(const TrainAnalysis& a, const StragglerFinding* straggler, StallVerdict& v) {
+  if (const RankCpu* stopped = descheduled_model_rank(a)) {
+    v.summary += "; " + descheduled_cause(*stopped) + ", and the others wait for it there";
+    v.recommendation = fmt::format("rank {} did not run most of the time (see descheduled): fix that first; beyond "
+                                   "it: ", stopped->rank) + v.recommendation;
+    v.numbers["descheduled_rank"] = stopped->rank;
   }
-  if (!a.steady.enough) {
-    StallVerdict v;
-    v.kind = "no_verdict";
-    v.summary = a.model_ranks.empty()
-                    ? "no model-rank timelines, so no step times to judge"
-                    : fmt::format("only {} steady steps after dropping {} warm-up steps; the rules need at least {}",
-                                  a.steady.steady_steps, a.steady.warmup_steps, min_steady_steps);
-    v.recommendation = fmt::format("run at least {} steps (train.steps) for a verdict",
-                                   a.steady.warmup_steps + min_steady_steps + 5);
-    v.numbers = {{"steady_steps", a.steady.steady_steps}, {"warmup_steps", a.steady.warmup_steps},
-                 {"required", min_steady_steps}};
-    verdicts.push_back(v);
-    if (auto padding = padding_verdict(a.padding)) verdicts.push_back(*padding);
-    return verdicts;
+  if (straggler) {
+    v.summary += fmt::format("; the other ranks wait there for straggler rank {} (+{:.3f} s per step)", straggler->rank,
+                             straggler->median_excess);
+    v.recommendation = fmt::format("fix the straggler (rank {}) first, then look at the all-reduce again; beyond it: ",
+                                   straggler->rank) + v.recommendation;
+    v.numbers["straggler_rank"] = straggler->rank;
   }
-  if (a.input_wait_fraction >= input_bound_moderate) verdicts.push_back(input_verdict(a));
-  const auto stragglers = straggler_verdicts(a);
-  const bool model_straggler = std::any_of(stragglers.begin(), stragglers.end(), [](const StallVerdict& s) {
-    return s.numbers.value("role", "") == "model";
-  });
-  if (std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) >= comm_bound_moderate) {
-    verdicts.push_back(communication_verdict(a, model_straggler));
-  }
-  for (auto& v : verdicts) {
-    if (v.kind != "communication_bound" || v.numbers["exposed"] != "allreduce") continue;
-    if (const RankCpu* stopped = descheduled_in(a, "model")) {
-      v.summary += "; " + descheduled_cause(*stopped) + ", and the others wait for it there";
-      v.recommendation = fmt::format("rank {} did not run most of the time (see descheduled): fix that first; beyond "
-                                     "it: ", stopped->rank) + v.recommendation;
-      v.numbers["descheduled_rank"] = stopped->rank;
-    }
-    for (const auto& s : stragglers) {
-      if (s.numbers.value("role", "") != "model") continue;
-      // The all-reduce is where the other ranks wait for a straggler: its cost shows up here.
-      v.summary += fmt::format("; the other ranks wait there for straggler rank {} (+{:.3f} s per step)", s.rank,
-                               s.numbers.value("excess_seconds_per_step", 0.0));
-      v.recommendation = fmt::format("fix the straggler (rank {}) first, then look at the all-reduce again; beyond it: ", s.rank) +
-                         v.recommendation;
-      v.numbers["straggler_rank"] = s.rank;
-      break;
-    }
-  }
-  for (const auto& v : stragglers) verdicts.push_back(v);
-  // The job's series over every steady step recorded, not only the analysed window (the same
-  // steps when the run is not capped): a period of hundreds of steps (train.checkpoint_every)
-  // shows only over thousands.
+}
+
+// The job's series over every steady step recorded, not only the analysed window (the same steps
+// when the run is not capped): a period of hundreds of steps (train.checkpoint_every) shows only
+// over thousands. The step time first; then each stage's own series, where a stall hides less
+// behind a noisy or two-level step time (a CPU run whose steps alternate between two lengths,
+// say). A stage's series is its mean over the ranks on which the step is steady.
+CyclicStall job_cyclic_stall(const TrainAnalysis& a) {
   std::vector<double> series;
   std::vector<int64_t> steps;
   for (const auto& j : a.job_steps) {
@@ -862,9 +897,6 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
       series.push_back(j.seconds);
     }
   }
-  // The step time first; then each stage's own series, where a stall hides less behind a noisy
-  // or two-level step time (a CPU run whose steps alternate between two lengths, say). A stage's
-  // series is its mean over the ranks on which the step is steady.
   const double min_excess = 0.05 * median(series);
   CyclicStall cyclic = find_cyclic_stall(series, steps, min_excess);
   for (size_t k = 0; !cyclic.found && k < model_step_stages.size(); ++k) {
@@ -877,20 +909,55 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
     }
     CyclicStall candidate = find_cyclic_stall(stage_series, stage_steps, min_excess);
     if (candidate.found) {
-      candidate.series = std::string(timing::to_string(model_step_stages[k]));
+      candidate.series = stage_name(model_step_stages[k]);
       cyclic = candidate;
     }
   }
-  if (cyclic.found) verdicts.push_back(cyclic_verdict(a, cyclic));
-  if (a.input_wait_fraction < compute_bound_input_below &&
-      std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction) < compute_bound_comm_below) {
+  return cyclic;
+}
+
+double exposed_communication(const TrainAnalysis& a) {
+  return std::max(a.allreduce_exposed_fraction, a.transfer_exposed_fraction);
+}
+
+// The rules that need steady steps, in their order within a grade: input, communication,
+// straggler, cyclic, compute.
+void steady_state_verdicts(const TrainAnalysis& a, std::vector<StallVerdict>& verdicts) {
+  if (a.input_wait_fraction >= input_bound_moderate) verdicts.push_back(input_verdict(a));
+  const std::vector<ModelStraggler> model_stragglers = find_model_stragglers(a);
+  const StragglerFinding* first = model_stragglers.empty() ? nullptr : &model_stragglers.front().finding;
+  if (exposed_communication(a) >= comm_bound_moderate) {
+    StallVerdict v = communication_verdict(a, first != nullptr);
+    if (allreduce_exposed_most(a)) blame_slow_model_rank(a, first, v);
+    verdicts.push_back(v);
+  }
+  for (auto& v : model_straggler_verdicts(a, model_stragglers)) verdicts.push_back(v);
+  for (auto& v : data_straggler_verdicts(a)) verdicts.push_back(v);
+  if (const CyclicStall cyclic = job_cyclic_stall(a); cyclic.found) verdicts.push_back(cyclic_verdict(a, cyclic));
+  if (a.input_wait_fraction < compute_bound_input_below && exposed_communication(a) < compute_bound_comm_below) {
     verdicts.push_back(compute_verdict(a));
   }
+}
+
+}  // namespace
+
+std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
+  std::vector<StallVerdict> verdicts;
+  if (a.hang.any) verdicts.push_back(hang_verdict(a));
+  for (const auto& c : a.cpu) {
+    if (c.descheduled) verdicts.push_back(descheduled_verdict(a, c));
+  }
+  if (!a.steady.enough) {
+    // Not graded against each other: what the run could be judged on, in this order.
+    verdicts.push_back(thin_run_verdict(a));
+    if (auto padding = padding_verdict(a.padding)) verdicts.push_back(*padding);
+    return verdicts;
+  }
+  steady_state_verdicts(a, verdicts);
   if (auto padding = padding_verdict(a.padding)) verdicts.push_back(*padding);
   // HIGH before MODERATE before ungraded; the rule order above within a grade.
-  const auto grade = [](const StallVerdict& v) { return v.severity == "HIGH" ? 0 : v.severity == "MODERATE" ? 1 : 2; };
   std::stable_sort(verdicts.begin(), verdicts.end(),
-                   [&](const StallVerdict& x, const StallVerdict& y) { return grade(x) < grade(y); });
+                   [](const StallVerdict& x, const StallVerdict& y) { return x.severity > y.severity; });
   return verdicts;
 }
 

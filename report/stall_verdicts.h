@@ -11,7 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/rank_role.h"
+#include "report/report_text.h"
 #include "report/run_analysis.h"
+#include "report/verdict_kind.h"
 
 namespace sluice::report {
 
@@ -51,15 +54,22 @@ inline constexpr size_t cyclic_min_spikes = 3;
 inline constexpr double cyclic_min_gap_share = 0.70;
 
 struct StallVerdict {
-  std::string kind;      // input_bound | compute_bound | communication_bound | straggler |
-                         // cyclic_stall | hang | descheduled | padding | stopped | no_verdict
-  std::string severity;  // HIGH | MODERATE | "" (a finding without a grade)
+  StallVerdict() = default;
+  explicit StallVerdict(VerdictKind what, Severity grade = Severity::none, int named_rank = -1)
+      : kind(what), severity(grade), rank(named_rank) {}
+
+  VerdictKind kind = VerdictKind::no_verdict;
+  Severity severity = Severity::none;
   std::string summary;   // one line with the numbers
   std::string recommendation;
   nlohmann::json numbers = nlohmann::json::object();
   int rank = -1;  // the rank named (straggler, hang), -1 when none
+  // The role of the rank named, where the rule compares it with its role (straggler: its
+  // numbers' "role" is this, written by the rule); unknown otherwise.
+  RoleKind role = RoleKind::unknown;
 
   nlohmann::json to_json() const;
+  std::string title() const;     // the kind as the report shows it: "input-bound"
   std::string headline() const;  // "input-bound HIGH: ..."
 };
 
@@ -134,10 +144,6 @@ std::optional<StallVerdict> padding_verdict(const nlohmann::json& padding);
 // over the read intervals: the kernel counts a read when it is submitted, before a throttled or
 // slow device serves it. 0 when the readers did not read.
 double storage_bytes_per_second(const DataRankAnalysis& d, const RankCpu& cpu);
-
-// "12.3 MB/s" ("n/a" for 0), "4.5 MB": how the report writes rates and sizes.
-std::string bandwidth_text(double bytes_per_s);
-std::string bytes_text(double bytes);
 
 // A setting from a timeline's `settings` ("train.checkpoint_every"), flat or nested; null if absent.
 nlohmann::json setting(const nlohmann::json& settings, const std::string& key);

@@ -5,10 +5,14 @@
 // optimizer, sync. Data rank 0 feeds every model rank: a send per batch just before the batch_wait
 // ends, the gap before it filled with wait_for_reader or credit_wait, cache_read/collate on two
 // reader lanes. Times are built on the reference clock, then shifted by each rank's skew.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <stdexcept>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/stall_verdicts.h"
@@ -227,10 +231,65 @@ inline std::vector<RankTimeline> make_prep_timelines(int ranks, int rows_per_ran
   return timelines;
 }
 
-// The verdict of `kind` among `verdicts`, or nullptr.
+// The first start and the last end of `t`'s spans.
+inline std::pair<int64_t, int64_t> span_extent(const RankTimeline& t) {
+  int64_t start = INT64_MAX, end = INT64_MIN;
+  for (const auto& s : t.spans) {
+    start = std::min(start, s.start_ns);
+    end = std::max(end, s.end_ns);
+  }
+  return {start, end};
+}
+
+// What CpuWatch would record for a process stopped `stop_ms` of every `period_ms` over its spans.
+inline nlohmann::json resources_stopped(const RankTimeline& t, int64_t stop_ms, int64_t period_ms) {
+  using nlohmann::json;
+  const auto [start, end] = span_extent(t);
+  json stalls = json::array();
+  double stalled = 0;
+  for (int64_t at = start; stop_ms > 0 && at + stop_ms * 1'000'000 <= end; at += period_ms * 1'000'000) {
+    stalls.push_back({at, at + stop_ms * 1'000'000});
+    stalled += 1e-3 * static_cast<double>(stop_ms);
+  }
+  const double wall = static_cast<double>(end - start) * 1e-9;
+  return {{"wall_seconds", wall},           {"cpu_user_seconds", 0.1 * wall}, {"cpu_system_seconds", 0.0},
+          {"cpu_cores_mean", 0.1},          {"minor_faults", 100},            {"major_faults", 0},
+          {"voluntary_switches", 1000},     {"involuntary_switches", 10},     {"stalled_seconds", stalled},
+          {"stall_count", stalls.size()},   {"longest_stall_seconds", 1e-3 * static_cast<double>(stop_ms)},
+          {"ran_fraction", 1 - stalled / wall}, {"stalls", stalls},           {"stalls_dropped", 0},
+          {"threads", json::array()},       {"cgroup", nullptr}};
+}
+
+// What CpuWatch records for a process that fetched `bytes_per_s` from a block device over its
+// spans, in 250 ms intervals, using `cores` of CPU meanwhile (resources.storage_reads).
+inline nlohmann::json storage_reads(const RankTimeline& t, double bytes_per_s, double cores) {
+  using nlohmann::json;
+  const auto [start, end] = span_extent(t);
+  json intervals = json::array();
+  int64_t total = 0;
+  for (int64_t at = start; at + 250'000'000 <= end; at += 250'000'000) {
+    const auto bytes = static_cast<int64_t>(0.25 * bytes_per_s);
+    intervals.push_back({at, at + 250'000'000, bytes, static_cast<int64_t>(0.25e9 * cores)});
+    total += bytes;
+  }
+  return {{"read_bytes", total}, {"sample_ms", 250}, {"intervals", intervals}, {"intervals_dropped", 0}};
+}
+
+// `t`'s resources with storage_reads replaced by `reads` (its intervals into t.storage_reads).
+inline void set_storage_reads(RankTimeline& t, const nlohmann::json& reads) {
+  nlohmann::json resources = t.resources;
+  resources["stalls"] = t.stalls;
+  resources["storage_reads"] = reads;
+  t.set_resources(resources);
+}
+
+// The verdict of `kind` (report.json's name: "input_bound") among `verdicts`, or nullptr; a name
+// that is no verdict kind throws, so that a misspelt test does not pass by finding nothing.
 inline const StallVerdict* find(const std::vector<StallVerdict>& verdicts, const std::string& kind) {
+  const std::optional<VerdictKind> wanted = verdict_kind_from(kind);
+  if (!wanted) throw std::invalid_argument("no verdict kind is called " + kind);
   for (const auto& v : verdicts) {
-    if (v.kind == kind) return &v;
+    if (v.kind == *wanted) return &v;
   }
   return nullptr;
 }

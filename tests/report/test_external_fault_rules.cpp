@@ -19,34 +19,15 @@ using nlohmann::json;
 using testing::SyntheticTrain;
 using testing::make_train_timelines;
 using testing::find;
+using testing::resources_stopped;
+using testing::set_storage_reads;
+using testing::storage_reads;
 
 
 std::string all_text(const std::vector<StallVerdict>& verdicts) {
   std::string text;
   for (const auto& v : verdicts) text += v.headline() + " -> " + v.recommendation + "\n";
   return text;
-}
-
-// What CpuWatch would record for a process stopped `stop_ms` of every `period_ms` over its spans.
-json resources_stopped(const timing::RankTimeline& t, int64_t stop_ms, int64_t period_ms) {
-  int64_t start = INT64_MAX, end = INT64_MIN;
-  for (const auto& s : t.spans) {
-    start = std::min(start, s.start_ns);
-    end = std::max(end, s.end_ns);
-  }
-  json stalls = json::array();
-  double stalled = 0;
-  for (int64_t at = start; stop_ms > 0 && at + stop_ms * 1'000'000 <= end; at += period_ms * 1'000'000) {
-    stalls.push_back({at, at + stop_ms * 1'000'000});
-    stalled += 1e-3 * static_cast<double>(stop_ms);
-  }
-  const double wall = static_cast<double>(end - start) * 1e-9;
-  return {{"wall_seconds", wall},           {"cpu_user_seconds", 0.1 * wall}, {"cpu_system_seconds", 0.0},
-          {"cpu_cores_mean", 0.1},          {"minor_faults", 100},            {"major_faults", 0},
-          {"voluntary_switches", 1000},     {"involuntary_switches", 10},     {"stalled_seconds", stalled},
-          {"stall_count", stalls.size()},   {"longest_stall_seconds", 1e-3 * static_cast<double>(stop_ms)},
-          {"ran_fraction", 1 - stalled / wall}, {"stalls", stalls},           {"stalls_dropped", 0},
-          {"threads", json::array()},       {"cgroup", nullptr}};
 }
 
 // Data rank 0 stopped 150 ms of every 200 ms: its batches are late and queue behind credits, so
@@ -71,7 +52,7 @@ TEST(Descheduled, StoppedDataRankIsNamedInsteadOfTheFeed) {
   const StallVerdict* d = find(verdicts, "descheduled");
   ASSERT_NE(d, nullptr) << all_text(verdicts);
   EXPECT_EQ(d->rank, 0);
-  EXPECT_EQ(d->severity, "HIGH");
+  EXPECT_EQ(d->severity, Severity::high);
   EXPECT_EQ(d->numbers["cause"], "stopped_or_starved");
   EXPECT_NEAR(d->numbers["ran_fraction"].get<double>(), 0.25, 0.03);
   EXPECT_NE(d->summary.find("rank 0 ran 2"), std::string::npos) << d->summary;
@@ -170,32 +151,6 @@ TEST(CommunicationBound, WaitBeyondTheBaselineWithoutStragglerNamesNone) {
   ASSERT_EQ(find(verdicts, "straggler"), nullptr) << all_text(verdicts);
   EXPECT_NE(comm->recommendation.find("wait for each other"), std::string::npos) << comm->recommendation;
   EXPECT_EQ(all_text(verdicts).find("straggler"), std::string::npos) << all_text(verdicts);
-}
-
-// What CpuWatch records for a process that fetched `bytes_per_s` from a block device over its
-// spans, in 250 ms intervals, using `cores` of CPU meanwhile (resources.storage_reads).
-json storage_reads(const timing::RankTimeline& t, double bytes_per_s, double cores) {
-  int64_t start = INT64_MAX, end = INT64_MIN;
-  for (const auto& s : t.spans) {
-    start = std::min(start, s.start_ns);
-    end = std::max(end, s.end_ns);
-  }
-  json intervals = json::array();
-  int64_t total = 0;
-  for (int64_t at = start; at + 250'000'000 <= end; at += 250'000'000) {
-    const auto bytes = static_cast<int64_t>(0.25 * bytes_per_s);
-    intervals.push_back({at, at + 250'000'000, bytes, static_cast<int64_t>(0.25e9 * cores)});
-    total += bytes;
-  }
-  return {{"read_bytes", total}, {"sample_ms", 250}, {"intervals", intervals}, {"intervals_dropped", 0}};
-}
-
-// `t`'s resources with storage_reads replaced by `reads` (its intervals into t.storage_reads).
-void set_storage_reads(timing::RankTimeline& t, const json& reads) {
-  json resources = t.resources;
-  resources["stalls"] = t.stalls;
-  resources["storage_reads"] = reads;
-  t.set_resources(resources);
 }
 
 // Readers busy in cache_read while their process hardly uses a CPU and fetches from the device as
@@ -371,7 +326,7 @@ json padding_doc(double efficiency) {
 TEST(Padding, OverTenPercentNamesTheWorstBucketAndWhatMoreBucketsSave) {
   const auto v = padding_verdict(padding_doc(0.7));
   ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->severity, "HIGH");
+  EXPECT_EQ(v->severity, Severity::high);
   EXPECT_NEAR(v->numbers["waste_fraction"].get<double>(), 0.3, 1e-9);
   EXPECT_EQ(v->numbers["worst_bucket"], 1);
   EXPECT_NE(v->recommendation.find("raise train.n_buckets from 2 to 8"), std::string::npos) << v->recommendation;
@@ -379,7 +334,7 @@ TEST(Padding, OverTenPercentNamesTheWorstBucketAndWhatMoreBucketsSave) {
   EXPECT_NE(v->recommendation.find("train.frame_budget"), std::string::npos) << v->recommendation;
   const auto moderate = padding_verdict(padding_doc(0.85));
   ASSERT_TRUE(moderate.has_value());
-  EXPECT_EQ(moderate->severity, "MODERATE");
+  EXPECT_EQ(moderate->severity, Severity::moderate);
   EXPECT_FALSE(padding_verdict(padding_doc(0.95)).has_value());
   EXPECT_FALSE(padding_verdict(nullptr).has_value());
 }

@@ -20,7 +20,7 @@ using testing::find;
 
 std::vector<std::string> kinds(const std::vector<StallVerdict>& verdicts) {
   std::vector<std::string> names;
-  for (const auto& v : verdicts) names.push_back(v.kind);
+  for (const auto& v : verdicts) names.push_back(std::string(to_string(v.kind)));
   return names;
 }
 
@@ -37,7 +37,7 @@ TEST(InputBound, HighAtThirtyPercentNamesCacheReadAndReaderThreads) {
   const auto verdicts = train_verdicts(analysis);
   const StallVerdict* v = find(verdicts, "input_bound");
   ASSERT_NE(v, nullptr) << kinds(verdicts).size();
-  EXPECT_EQ(v->severity, "HIGH");
+  EXPECT_EQ(v->severity, Severity::high);
   EXPECT_NEAR(v->numbers["input_wait_fraction"].get<double>(), 0.30, 0.01);
   EXPECT_EQ(v->numbers["busiest_data_stage"], "cache_read");
   EXPECT_EQ(v->numbers["batches_queued"], false);
@@ -51,9 +51,10 @@ TEST(InputBound, ModerateAtTenPercent) {
   run.batch_wait = wait_for_fraction(0.10);
   const auto analysis = analyze_train(make_train_timelines(run));
   EXPECT_NEAR(analysis.input_wait_fraction, 0.10, 0.01);
-  const StallVerdict* v = find(train_verdicts(analysis), "input_bound");
+  const auto verdicts = train_verdicts(analysis);  // kept: find() points into it
+  const StallVerdict* v = find(verdicts, "input_bound");
   ASSERT_NE(v, nullptr);
-  EXPECT_EQ(v->severity, "MODERATE");
+  EXPECT_EQ(v->severity, Severity::moderate);
 }
 
 TEST(InputBound, QueuedBatchesPointAtTheFeedAndCredits) {
@@ -87,7 +88,7 @@ TEST(InputBound, ASlowSendIsExposedTransfer) {
   EXPECT_EQ(input->numbers["busiest_data_stage"], "send");
   const StallVerdict* comm = find(verdicts, "communication_bound");
   ASSERT_NE(comm, nullptr);
-  EXPECT_EQ(comm->severity, "HIGH");
+  EXPECT_EQ(comm->severity, Severity::high);
   EXPECT_EQ(comm->numbers["exposed"], "transfer");
   EXPECT_NE(comm->recommendation.find("train.credits from 3"), std::string::npos) << comm->recommendation;
 }
@@ -111,7 +112,7 @@ TEST(CommunicationBound, HighAndModerateAllReduce) {
   auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
   const StallVerdict* v = find(verdicts, "communication_bound");
   ASSERT_NE(v, nullptr);
-  EXPECT_EQ(v->severity, "HIGH");
+  EXPECT_EQ(v->severity, Severity::high);
   EXPECT_NEAR(v->numbers["allreduce_exposed_fraction"].get<double>(), 0.030 / 0.131, 0.01);
   EXPECT_EQ(v->numbers["exposed"], "allreduce");
   EXPECT_TRUE(v->numbers["baseline_bytes_per_s"].is_null());
@@ -122,7 +123,7 @@ TEST(CommunicationBound, HighAndModerateAllReduce) {
   verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
   v = find(verdicts, "communication_bound");
   ASSERT_NE(v, nullptr);
-  EXPECT_EQ(v->severity, "MODERATE");
+  EXPECT_EQ(v->severity, Severity::moderate);
 }
 
 TEST(CommunicationBound, BandwidthAgainstAMeasuredBaseline) {
@@ -168,7 +169,7 @@ TEST(Straggler, NamesExactlyTheSlowModelRankWithItsCost) {
   const auto verdicts = train_verdicts(analysis);
   std::vector<int> named;
   for (const auto& v : verdicts) {
-    if (v.kind == "straggler") named.push_back(v.rank);
+    if (v.kind == VerdictKind::straggler) named.push_back(v.rank);
   }
   ASSERT_EQ(named, std::vector<int>{3});
   const StallVerdict* v = find(verdicts, "straggler");
@@ -188,7 +189,7 @@ TEST(Straggler, TwoModelRanksStillNameTheSlowOne) {
   const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
   std::vector<int> named;
   for (const auto& v : verdicts) {
-    if (v.kind == "straggler") named.push_back(v.rank);
+    if (v.kind == VerdictKind::straggler) named.push_back(v.rank);
   }
   EXPECT_EQ(named, std::vector<int>{1});
 }
@@ -204,7 +205,7 @@ TEST(Straggler, FoundByForwardWhenTheOthersWaitInsideBackward) {
   const auto verdicts = train_verdicts(analyze_train(make_train_timelines(run)));
   std::vector<int> named;
   for (const auto& v : verdicts) {
-    if (v.kind == "straggler") named.push_back(v.rank);
+    if (v.kind == VerdictKind::straggler) named.push_back(v.rank);
   }
   ASSERT_EQ(named, std::vector<int>{3});
   const StallVerdict* v = find(verdicts, "straggler");
@@ -347,7 +348,7 @@ TEST(Hang, NamesTheRankThatWroteNoTimeline) {
   EXPECT_EQ(analysis.hang.culprit, 3);
   const auto verdicts = train_verdicts(analysis);
   ASSERT_FALSE(verdicts.empty());
-  EXPECT_EQ(verdicts[0].kind, "hang");
+  EXPECT_EQ(verdicts[0].kind, VerdictKind::hang);
   EXPECT_EQ(verdicts[0].rank, 3);
   EXPECT_NE(verdicts[0].summary.find("rank 3 wrote no timeline"), std::string::npos) << verdicts[0].summary;
   EXPECT_NE(verdicts[0].summary.find("ranks waiting for it: 1, 2"), std::string::npos) << verdicts[0].summary;
@@ -406,7 +407,7 @@ TEST(Prep, NamesTheSlowPrepRankAndCountsRejects) {
   EXPECT_NEAR(analysis.ranks[0].audio_seconds_per_second, 300 / (60 * 0.011), 30);
   std::vector<int> named;
   for (const auto& v : analysis.verdicts) {
-    if (v.kind == "straggler") named.push_back(v.rank);
+    if (v.kind == VerdictKind::straggler) named.push_back(v.rank);
   }
   EXPECT_EQ(named, std::vector<int>{2});
   EXPECT_EQ(analysis.reject_reasons.at("too_long"), 3);
@@ -416,7 +417,7 @@ TEST(Prep, NamesTheSlowPrepRankAndCountsRejects) {
 TEST(Prep, BalancedRanksGiveNoStraggler) {
   const auto analysis = analyze_prep(testing::make_prep_timelines(3, 60, [](int) { return 1.0; }), nullptr);
   ASSERT_EQ(analysis.verdicts.size(), 1u);
-  EXPECT_EQ(analysis.verdicts[0].kind, "balanced");
+  EXPECT_EQ(analysis.verdicts[0].kind, VerdictKind::balanced);
 }
 
 TEST(RobustStats, PercentilesAndModifiedZ) {

@@ -1,0 +1,32 @@
+#include "report/report_text.h"
+
+#include <spdlog/fmt/fmt.h>
+
+namespace sluice::report {
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
+
+std::string milliseconds(double seconds) { return fmt::format("{:.1f}", 1000 * seconds); }
+
+std::string stage_name(timing::Stage stage) { return std::string(timing::to_string(stage)); }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string list;
+  for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return list.empty() ? "none" : list;
+}
+
+std::string bandwidth_text(double bytes_per_s) {
+  if (bytes_per_s <= 0) return "n/a";
+  if (bytes_per_s >= 1e9) return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
+  if (bytes_per_s < 1e6) return fmt::format("{:.0f} kB/s", bytes_per_s / 1e3);  // a throttled disk, a slow link
+  return fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
+}
+
+std::string bytes_text(double bytes) {
+  if (bytes >= 1e9) return fmt::format("{:.2f} GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt::format("{:.1f} MB", bytes / 1e6);
+  return fmt::format("{:.0f} kB", bytes / 1e3);
+}
+
+}  // namespace sluice::report
