@@ -2,8 +2,10 @@
 // the model rank itself is runtime/train/embedded_model_rank.h. docs/python.md is the user's view.
 //
 // A batch's sections leave as DLPack producers (__dlpack__ / __dlpack_device__) that view the
-// receive slot in place; they are valid until the feed's next next() or close() (see
-// runtime/train/batch_stream.h, BUFFER LIFETIME). A section asked of a released batch raises.
+// receive slot in place. Each DLPack tensor holds the batch's lease (runtime/train/batch_stream.h,
+// LEASES), so its slot goes back to the data rank only once the step ended and every tensor made
+// from it was freed: a kept tensor never shows another batch's bytes. A section asked of a batch
+// after the feed moved on raises.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -59,6 +61,7 @@ struct Section {
   std::shared_ptr<std::atomic<uint64_t>> generation;
   uint64_t issued = 0;
   int64_t step = 0;
+  std::weak_ptr<const void> lease;  // the batch's slot (or validation bytes): held by each tensor
 
   void check_live() const {
     if (generation->load() != issued) {
@@ -72,14 +75,16 @@ struct Section {
   struct Holder {
     DLManagedTensor managed{};
     std::vector<int64_t> shape;
+    std::shared_ptr<const void> lease;  // dropped by the deleter, on whichever thread frees the tensor
   };
 
-  // A new DLManagedTensor viewing the section; its deleter frees only the descriptor (the slot
-  // belongs to the feed).
+  // A new DLManagedTensor viewing the section; its deleter frees the descriptor and drops its
+  // hold on the slot (the slot itself belongs to the feed, which gives it back).
   py::capsule dlpack(const py::object& /*stream*/) const {
     check_live();
     auto* holder = new Holder;
     holder->shape = shape;
+    holder->lease = lease.lock();
     DLTensor& t = holder->managed.dl_tensor;
     t.data = const_cast<void*>(data);
     t.device = device;
@@ -106,6 +111,7 @@ struct BatchHandle {
   StreamBatch batch;
   std::shared_ptr<std::atomic<uint64_t>> generation;
   uint64_t issued = 0;
+  std::weak_ptr<const void> lease;  // not held here: a Batch object kept does not keep its slot
 
   // The batch's header, in its receive slot, refused once the batch was released: the slot may
   // hold another batch, or be gone after close(). Every section reads it for its shape first, so a
@@ -137,6 +143,7 @@ struct BatchHandle {
     s.generation = generation;
     s.issued = issued;
     s.step = batch.global_step;
+    s.lease = lease;
     return s;
   }
 };
@@ -190,7 +197,7 @@ class FeedHandle {
       throw;
     }
     if (!batch) return std::nullopt;
-    return BatchHandle{*batch, generation_, generation_->load()};
+    return BatchHandle{*batch, generation_, generation_->load(), rank_->stream().lease()};
   }
 
   // Validation batches (batch_stream.h, VALIDATION) have their own generation: a validation batch
@@ -211,7 +218,8 @@ class FeedHandle {
       batch = rank_->stream().next_validation();
     }
     if (!batch) return std::nullopt;
-    return BatchHandle{*batch, validation_generation_, validation_generation_->load()};
+    return BatchHandle{*batch, validation_generation_, validation_generation_->load(),
+                       rank_->stream().validation_lease()};
   }
 
   void end_validation() {

@@ -11,8 +11,9 @@
 Launch: mpirun -np 1 sluice train -c cfg.yaml : -np 2 python3 train.py (the extension module
 _sluice beside this file; or sluice-python, python3 with the module built in). See docs/python.md.
 
-Tensors are views of the receive slot (DLPack, no copy), valid until the next batch is asked for
-(the next iteration) or feed.close(); .clone() what you keep longer.
+Tensors are views of the receive slot (DLPack, no copy). A tensor kept past its step keeps its
+slot from the data rank until it is freed, so it never shows another batch's bytes, but the data
+rank reads ahead one batch less meanwhile: .clone() what you keep longer (docs/python.md).
 """
 import atexit
 import contextlib
@@ -31,7 +32,7 @@ else:  # plain python3: the extension module beside this file
                           "with -DSLUICE_PYTHON_EXTENSION=ON (the default) and import it from BUILD/python "
                           "(PYTHONPATH) or the installed package, or run the script with sluice-python") from None
 
-__all__ = ["Feed", "Batch", "Error", "ConfigError", "DataError", "CacheError", "TransportError"]
+__all__ = ["Feed", "Batch", "Epoch", "Error", "ConfigError", "DataError", "CacheError", "TransportError"]
 
 atexit.register(_shutdown)
 
@@ -47,7 +48,8 @@ class Batch:
     tokens int32 [B, T] (0 = padding), token_lens int32 [B], mels float32 [B, F, n_mels]
     (normalised as the config says; 0 = padding), mel_lens int32 [B], indices int64 [B] (cache
     sample indices). global_step, epoch, step (within the epoch), size (B).
-    Valid until the feed hands out the next batch or is closed.
+    Its attributes are given until the feed hands out the next batch; a tensor taken before
+    stays valid, and holds the slot, for as long as it is referenced.
     """
 
     __slots__ = ("_handle", "_tensors", "global_step", "epoch", "step", "size")
@@ -101,6 +103,7 @@ class Feed:
         self.validation_every = info["validation_every"]      # train.validation_every (0: only at the end)
         self.validation_samples = info["validation_samples"]  # this rank's share of the validation split
         self._batch = None
+        self._pending = None  # epochs(): a batch taken from the feed, not yet handed out
         self._bucket_ready_ns = None  # watch_ddp(): when DDP's last gradient bucket of a backward was ready
         if self.gpu < 0 and self.rank == 0 and _allocator() == "system":
             # glibc's malloc page-faults a CPU model's activations afresh every step while the
@@ -151,15 +154,41 @@ class Feed:
     def __next__(self):
         """The next planned batch. Ends the iteration after the last step, or early, at the same
         step on every model rank, when any of them got SIGTERM/SIGUSR1 (see stopped_at)."""
-        if self._batch is not None and self.gpu >= 0:
-            # The slot goes back to the data rank: no queued kernel may still read it.
-            _torch().cuda.synchronize(self.gpu)
+        if self._pending is not None:  # the first batch of the next epoch, taken by epochs()
+            self._pending, batch = None, self._pending
+            return batch
+        if self._batch is not None:
+            if self.gpu >= 0:
+                # Slots go back to the data rank: no queued kernel may still read them.
+                _torch().cuda.synchronize(self.gpu)
+            # The Batch's own tensors let go of the slot; tensors the script kept still hold it.
+            self._batch._tensors.clear()
         self._batch = None
         handle = self._handle.next()
         if handle is None:
             raise StopIteration
         self._batch = Batch(handle)
         return self._batch
+
+    def epochs(self):
+        """The feed by epoch, for scripts written as `for epoch ...: for batch in loader`:
+
+            for epoch in feed.epochs():      # epoch.number: the plan's epoch
+                for batch in epoch:          # its planned batches, in order
+                    ...
+
+        The same batches as `for batch in feed`, cut where batch.epoch changes: a run resumed
+        within an epoch starts with the rest of it, and a stop signal ends both loops. A loop that
+        leaves an epoch early does not skip the rest: the next epoch object starts there."""
+        while True:
+            try:
+                first = next(self)
+            except StopIteration:
+                return
+            self._pending = first
+            yield Epoch(self, first.epoch)
+
+
 
     def loss(self, value):
         """Tells sluice this step's training loss (or, inside a validation() pass, the mean loss of
@@ -196,12 +225,16 @@ class Feed:
         `validation` span in the timeline and ends this step's compute span. Sum the losses over
         the model ranks (torch.distributed) for the split's mean."""
         self._handle.start_validation()
+        batch = None
         try:
             while True:
+                if batch is not None:
+                    batch._tensors.clear()  # kept tensors keep their own bytes; these need not
                 handle = self._handle.next_validation()
                 if handle is None:
                     return
-                yield Batch(handle)
+                batch = Batch(handle)
+                yield batch
         finally:
             self._handle.end_validation()
 
@@ -229,7 +262,7 @@ class Feed:
         after a stop signal (stopped_at)."""
         if self._batch is not None and self.gpu >= 0:
             _torch().cuda.synchronize(self.gpu)
-        self._batch = None
+        self._batch = self._pending = None
         return self._handle.close()
 
     def __enter__(self):
@@ -239,3 +272,20 @@ class Feed:
         if kind is None:
             self.close()
         return False
+
+
+class Epoch:
+    """One epoch of the plan as Feed.epochs() hands it out: iterate it for its batches."""
+
+    def __init__(self, feed, number):
+        self.feed, self.number = feed, number
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        batch = next(self.feed)  # raises StopIteration at the feed's end
+        if batch.epoch != self.number:
+            self.feed._pending = batch  # the next epoch's first
+            raise StopIteration
+        return batch

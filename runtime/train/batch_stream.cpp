@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/stop_signal.h"
 #include "runtime/train/batch_views.h"
 #include "runtime/train/replay_batches.h"
@@ -37,6 +38,8 @@ std::optional<StreamBatch> BatchStream::next() {
   parts_.context.finish->still_working();
   post_status();
   if (next_step_ >= parts_.setup.end_step || stopped()) return std::nullopt;
+  release_returned(false);
+  check_slots_left();
 
   const auto wait_start = Clock::now();
   StreamBatch batch;
@@ -54,6 +57,7 @@ std::optional<StreamBatch> BatchStream::next() {
   reported_loss_.reset();
   ++next_step_;
   if (spans_ == StepSpans::own) return batch;
+  if (current_) lease_ = std::make_shared<const int>(0);
   // An injected forward delay (debug.delay_stage) is this rank's compute: its own forward span,
   // whether or not the script marks spans.
   const int64_t delay_start_ns = timing::now_ns();
@@ -122,11 +126,55 @@ void BatchStream::report_loss(double loss) {
   if (!reported_loss_ || std::isfinite(*reported_loss_)) reported_loss_ = loss;
 }
 
+// The current batch's slot goes back now, or, while the script still holds tensors made from it
+// (its lease), once they are freed (LEASES).
 void BatchStream::release_slot() {
   if (!current_) return;
-  parts_.feed.channel->release(*current_);
+  std::weak_ptr<const void> lease = lease_;
+  lease_.reset();
+  if (!lease.expired()) {
+    if (!said_held_) {
+      log::get("runtime")->warn(
+          "model {}: the script keeps tensors of global step {} past its step: their slot goes back to the data "
+          "rank when they are freed, and until then the data rank reads ahead one batch less (train.credits = {}); "
+          ".clone() what you keep",
+          parts_.session.describe(parts_.session.rank()), next_step_ - 1, parts_.settings.credits);
+      said_held_ = true;
+    }
+    held_.push_back({*current_, std::move(device_batch_), std::move(lease), next_step_ - 1});
+  } else {
+    parts_.feed.channel->release(*current_);
+  }
   current_.reset();
   device_batch_.reset();
+}
+
+void BatchStream::release_returned(bool all) {
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (!all && !it->lease.expired()) {
+      ++it;
+      continue;
+    }
+    if (!it->lease.expired()) {
+      log::get("runtime")->warn("model {}: tensors of global step {} are still referenced at feed.close(): their memory "
+                                "goes with the feed; .clone() what you keep past close()",
+                                parts_.session.describe(parts_.session.rank()), it->global_step);
+    }
+    parts_.feed.channel->release(it->received);
+    it = held_.erase(it);
+  }
+}
+
+// The script holds every slot: no batch can arrive until it frees one, so say so now instead of
+// waiting out runtime.timeout_s.
+void BatchStream::check_slots_left() const {
+  if (held_.empty() || static_cast<int>(held_.size()) < parts_.settings.credits) return;
+  std::string steps;
+  for (const HeldSlot& slot : held_) steps += (steps.empty() ? "" : ", ") + std::to_string(slot.global_step);
+  throw ConfigError("model " + parts_.session.describe(parts_.session.rank()) + " holds tensors of every one of its " +
+                    std::to_string(parts_.settings.credits) + " receive slots (global steps " + steps +
+                    "), so no further batch can arrive: .clone() the tensors you keep past a step (or del them), or "
+                    "raise train.credits");
 }
 
 // The script's step ends where it asks for the next batch. Its time not inside a span it marked
@@ -229,9 +277,13 @@ std::optional<StreamBatch> BatchStream::next_validation() {
                                      validation_indices_.begin() + static_cast<ptrdiff_t>(end));
   validation_next_ = end;
   validation_batch_size_ = static_cast<int64_t>(indices.size());
-  validation_assembler_->assemble_unplanned(indices, validation_bytes_);
+  // A kept tensor of the last validation batch holds its bytes: this batch gets new ones.
+  validation_lease_.reset();
+  if (!validation_bytes_ || validation_bytes_.use_count() > 1) validation_bytes_ = std::make_shared<BatchBytes>();
+  validation_assembler_->assemble_unplanned(indices, *validation_bytes_);
+  if (spans_ == StepSpans::script) validation_lease_ = validation_bytes_;
   StreamBatch batch;
-  batch.host = BatchPointers::of(validation_bytes_.data(), validation_bytes_.size());
+  batch.host = BatchPointers::of(validation_bytes_->data(), validation_bytes_->size());
   validation_normalizer_->apply(mel_batch_of(batch.host, const_cast<float*>(batch.host.mels)), -1, false);
   batch.global_step = std::max(parts_.setup.first_step, next_step_ - 1);
   batch.epoch = batch.step = -1;
@@ -325,6 +377,8 @@ void BatchStream::close() {
   end_step_span();
   closed_ = true;
   release_slot();
+  release_returned(true);
+  validation_lease_.reset();
   // Stopped early: the data rank is told to stop sending (its send fails, naming this rank).
   if (next_step_ < parts_.setup.end_step && parts_.feed.channel != nullptr) parts_.feed.channel->close();
 }

@@ -11,10 +11,21 @@
 // loss the script reported through report_loss(), if any).
 //
 // BUFFER LIFETIME. A batch points into its receive slot (host memory, or the rank's GPU on a GPU
-// transport) and stays valid until end_step() (or next(), or close()), which gives the slot and
-// its credit back to the data rank. Only one batch is out at a time. Without a channel
-// (train.replay_from_memory, C++ model ranks only) the batches are collated once per bucket on
-// this rank (replay_batches.h).
+// transport). With StepSpans::own (the C++ loop) it stays valid until end_step(), which gives the
+// slot and its credit back to the data rank. Without a channel (train.replay_from_memory, C++
+// model ranks only) the batches are collated once per bucket on this rank (replay_batches.h).
+//
+// LEASES (StepSpans::script: a Python rank). What a script made from a batch (its tensors) may
+// outlive the step, so a slot goes back only when both the step ended and nothing made from it
+// is left: lease() is a token for the batch handed out last, which the stream holds until
+// end_step() and each tensor made from the batch holds until it is freed (python/: DLPack's
+// deleter drops it, on any thread). A slot whose lease is still held at end_step() stays out
+// (said once per run in the log: it costs the data rank's read-ahead) and is given back by a later
+// next() or close() once its lease is gone; slots go back in any order (feed_channel.h). When the
+// script holds every slot (train.credits) next() raises ConfigError naming the steps held instead
+// of waiting for a batch that cannot come. A validation batch's bytes are owned by its lease, so a
+// kept validation tensor never shows the next validation batch either. At close() a slot whose
+// tensors are still held is named in the log: its memory goes with the feed.
 //
 // STOP AGREEMENT (once per step, in end_step). The model ranks agree, with one all-reduce of four
 // floats over their communicator, on every reason to stop:
@@ -105,6 +116,10 @@ class BatchStream {
   void report_loss(double loss);
   // The C++ loop's time computing the step (StepSpans::own).
   void add_compute(double seconds) { tally_.add_compute(seconds); }
+  // The lease of the batch handed out last by next() (or next_validation()): see LEASES. Empty
+  // with StepSpans::own.
+  std::weak_ptr<const void> lease() const { return lease_; }
+  std::weak_ptr<const void> validation_lease() const { return validation_lease_; }
   // What the non-finite loss error says to resume from: "step-N.pt (global step N)", the newest
   // checkpoint of the run (the C++ loop's); empty: the script's own.
   void set_newest_checkpoint(std::string name) { newest_checkpoint_ = std::move(name); }
@@ -154,6 +169,9 @@ class BatchStream {
   void check_position(const BatchPointers& batch) const;
   void post_status();
   void release_slot();
+  // Gives back the held slots whose leases are gone; with `all`, every held slot (close()).
+  void release_returned(bool all);
+  void check_slots_left() const;
 
   const ModelRankParts parts_;
   const StepSpans spans_;
@@ -162,6 +180,16 @@ class BatchStream {
   std::unique_ptr<ReplayBatches> replay_;
   std::optional<transport::ReceivedBatch> current_;
   std::optional<DeviceBatch> device_batch_;  // a batch that arrived on the GPU (its host copy of the header)
+  std::shared_ptr<const void> lease_;        // the current batch's (LEASES); held by the stream until end_step
+  // Slots out past their step because the script still holds their tensors (LEASES).
+  struct HeldSlot {
+    transport::ReceivedBatch received;
+    std::optional<DeviceBatch> device_batch;
+    std::weak_ptr<const void> lease;
+    int64_t global_step = 0;
+  };
+  std::vector<HeldSlot> held_;
+  bool said_held_ = false;  // the log said once that a slot stays out past its step
   bool step_open_ = false;   // a batch is out and its step not ended (end_step)
   bool span_open_ = false;   // StepSpans::script: the step's compute span, until validation or end_step
   bool step_marked_ = false;
@@ -182,7 +210,10 @@ class BatchStream {
   double validation_samples_ = 0;
   std::unique_ptr<BatchAssembler> validation_assembler_;
   std::unique_ptr<model::FeatureTransform> validation_normalizer_;
-  BatchBytes validation_bytes_;
+  // The validation batch's bytes, owned by its lease (LEASES): a new buffer when a kept tensor
+  // still holds the last one.
+  std::shared_ptr<BatchBytes> validation_bytes_;
+  std::shared_ptr<const void> validation_lease_;
   nlohmann::json validations_ = nlohmann::json::array();  // {global_step, loss} of reported passes
   Clock::time_point started_;
   StepTally tally_;  // totals, and the live status's interval since the last post

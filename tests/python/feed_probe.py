@@ -12,6 +12,10 @@ lists each pass's step and sample indices.
 --ready-after K FILE: after K batches, model rank 0 creates FILE (the test then signals mpirun).
 --sleep-rank R SECONDS: model rank R sleeps SECONDS in each step (a straggler).
 --pid-file F: each rank writes its process id to F ({rank}: its model rank) once its feed is open.
+--by-epoch: iterates `for epoch in feed.epochs(): for batch in epoch` and records each epoch's
+number and global steps (record["epochs"]).
+--keep K: keeps batch.mels of the first K batches, with a clone made at the time, and records
+whether each still equals its clone at the end (record["kept_equal"]).
 --nan-loss-at STEP RANK: model rank RANK reports a NaN loss at global STEP (feed.loss); every
 other step and rank reports 1.0. The loss a diverged model would give.
 """
@@ -36,9 +40,24 @@ parser.add_argument("--ready-after", nargs=2)
 parser.add_argument("--sleep-rank", nargs=2)
 parser.add_argument("--pid-file")
 parser.add_argument("--nan-loss-at", nargs=2, type=int)
+parser.add_argument("--by-epoch", action="store_true")
+parser.add_argument("--keep", type=int, default=0)
 args = parser.parse_args()
 
-record = {"batches": [], "validations": []}
+record = {"batches": [], "validations": [], "epochs": []}
+
+
+def batches(feed):
+    """The feed's batches, by epoch when asked (--by-epoch)."""
+    if not args.by_epoch:
+        yield from feed
+        return
+    for epoch in feed.epochs():
+        steps = []
+        record["epochs"].append({"number": epoch.number, "steps": steps})
+        for batch in epoch:
+            steps.append(batch.global_step)
+            yield batch
 
 
 def validation_pass(feed, step):
@@ -58,8 +77,11 @@ try:
         with open(args.pid_file.format(rank=feed.rank) + ".tmp", "w") as pid_file:
             pid_file.write(str(os.getpid()))
         os.rename(args.pid_file.format(rank=feed.rank) + ".tmp", args.pid_file.format(rank=feed.rank))
-    for batch in feed:
+    kept = []
+    for batch in batches(feed):
         started = time.monotonic()
+        if len(kept) < args.keep:
+            kept.append((batch.mels, batch.mels.clone()))
         # Zero copy: the tensors are views of the receive slot, and agree with the DLPack shapes.
         assert tuple(batch.mels.shape) == tuple(batch.dlpack("mels").shape)
         record["batches"].append({"global_step": batch.global_step, "epoch": batch.epoch, "step": batch.step,
@@ -82,6 +104,8 @@ try:
         if args.ready_after and feed.rank == 0 and len(record["batches"]) == int(args.ready_after[0]):
             open(args.ready_after[1], "w").close()
         time.sleep(max(0.0, args.pace - (time.monotonic() - started)))
+    record["kept_equal"] = [bool((view == copy).all()) for view, copy in kept]
+    del kept
     record["stopped_at"], record["stop_signal"] = feed.stopped_at, feed.stop_signal
     if args.validate and feed.stopped_at is None:
         validation_pass(feed, feed.end_step)
