@@ -350,6 +350,14 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
   m.doc() = "sluice's Python model ranks (docs/python.md); use the `sluice` package, not this module";
   register_errors(m);
   m.def("_shutdown", &shutdown);
+  // sys.excepthook's note (python/sluice/__init__.py): the exception that is ending the script,
+  // so that the job's end names it instead of the feed it left open.
+  m.def("_script_raised", [](const std::string& what) {
+    Process& p = process();
+    if (p.open_feeds > 0 && p.abort_reason.empty()) {
+      p.abort_reason = "the script raised " + what + " (its traceback is above) with its sluice.Feed open";
+    }
+  });
   m.def("now_ns", &sluice::timing::now_ns, "the clock of the timeline's spans (CLOCK_MONOTONIC, ns)");
   m.def("allocator", &sluice::allocator_in_use, "the C allocator this process runs with (tcmalloc, jemalloc, system)");
 

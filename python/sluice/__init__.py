@@ -22,11 +22,11 @@ import sys
 
 if "_sluice" in sys.builtin_module_names:  # sluice-python: built into the interpreter
     from _sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
-                         FeedHandle as _FeedHandle, _shutdown, allocator as _allocator)
+                         FeedHandle as _FeedHandle, _script_raised, _shutdown, allocator as _allocator)
 else:  # plain python3: the extension module beside this file
     try:
         from ._sluice import (CacheError, ConfigError, DataError, Error, TransportError, now_ns,  # noqa: F401
-                              FeedHandle as _FeedHandle, _shutdown, allocator as _allocator)
+                              FeedHandle as _FeedHandle, _script_raised, _shutdown, allocator as _allocator)
     except ImportError as error:
         raise ImportError(f"sluice's model-rank module _sluice is missing or did not load ({error}): build sluice "
                           "with -DSLUICE_PYTHON_EXTENSION=ON (the default) and import it from BUILD/python "
@@ -35,6 +35,16 @@ else:  # plain python3: the extension module beside this file
 __all__ = ["Feed", "Batch", "Epoch", "Error", "ConfigError", "DataError", "CacheError", "TransportError"]
 
 atexit.register(_shutdown)
+_excepthook = sys.excepthook
+
+
+def _note_uncaught(kind, value, traceback):
+    """An exception ends the script: Python prints it, and the job's end (_shutdown) names it."""
+    _excepthook(kind, value, traceback)
+    _script_raised(f"{kind.__name__}: {value}")
+
+
+sys.excepthook = _note_uncaught
 
 
 def _torch():

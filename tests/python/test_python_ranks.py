@@ -272,6 +272,21 @@ class PythonRanks(unittest.TestCase):
         self.assertEqual(output.count("RAISED: the batch of global step 0 was released"), 2, output)
         self.assertNotIn("NOT RAISED", output)
 
+    # A script that raises with its feed open (a bug in the user's step): the job ends at once, and
+    # its end names the exception, not the feed left open (issue 27: only "ended without closing
+    # its sluice.Feed" was said, amid Open MPI's abort text).
+    def test_an_uncaught_exception_is_named_when_the_job_ends(self):
+        script = ("import sluice\n"
+                  "feed = sluice.Feed()\n"
+                  "next(feed)\n"
+                  "raise ValueError('boom in the step')\n")
+        started = time.monotonic()
+        _, code, output = self.job("raised", 10000, ["-c", script])
+        self.assertNotEqual(code, 0, output)
+        self.assertLess(time.monotonic() - started, 120, output)
+        self.assertIn("ends the job (MPI_Abort): the script raised ValueError: boom in the step", output)
+        self.assertNotIn("ended without closing", output)
+
     # A tensor kept past its step (the batch's mels of the first three steps) still shows its own
     # batch at the end of the run: its slot stays with the script until it is freed (LEASES in
     # batch_stream.h), said once in the log. Keeping as many batches as there are slots
