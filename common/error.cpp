@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <new>
+#include <system_error>
 
 namespace sluice {
 
@@ -57,6 +59,28 @@ void throw_file_error(int error_number, const std::string& action, const std::st
                            environment_advice(error_number, path));
   }
   throw Error(otherwise, "cannot " + action + " " + path + ": " + std::strerror(error_number));
+}
+
+std::optional<EnvironmentError> machine_refusal(const std::exception& error) {
+  // The limits a job meets: `ulimit -v` and `ulimit -u`, a Slurm job's or a container's memory
+  // cgroup, a node whose memory other jobs took.
+  constexpr const char* limits =
+      "check `ulimit -v` and `ulimit -u`, the job's memory limit (Slurm --mem, the container's cgroup) and what "
+      "else runs on the node; or lower the work per rank (prep.threads, train.reader_threads, train.credits, "
+      "train.batch_size)";
+  if (dynamic_cast<const std::bad_alloc*>(&error) != nullptr) {
+    return EnvironmentError(std::string("out of memory: an allocation was refused (") + error.what() + "); " + limits);
+  }
+  if (const auto* system = dynamic_cast<const std::system_error*>(&error)) {
+    const int code = system->code().value();
+    if (system->code().category() == std::generic_category() || system->code().category() == std::system_category()) {
+      if (code == EAGAIN || code == ENOMEM) {
+        return EnvironmentError(describe_errno(code) + ": a thread or its memory was refused (" + error.what() +
+                                "); " + limits);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace sluice

@@ -4,6 +4,7 @@
 // A message says what failed, where (file, line, sample id, rank, host) and what to do. C return
 // codes (MPI, HDF5, libsndfile, ...) become these exceptions in exactly one wrapper layer each.
 // Errors raised on a background thread travel to the waiting thread as std::exception_ptr.
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -88,6 +89,11 @@ std::string describe_errno(int error_number);
 // ("free space on that file system", ...), or "cannot <action> <path>: <strerror>" otherwise.
 [[noreturn]] void throw_file_error(int error_number, const std::string& action, const std::string& path,
                                    ErrorKind otherwise);
+
+// Memory or threads the machine would not give (std::bad_alloc; std::system_error with EAGAIN or
+// ENOMEM, as std::thread throws when no thread can start) are its refusal too: the
+// EnvironmentError that says so and what to do; nullopt for any other exception.
+std::optional<EnvironmentError> machine_refusal(const std::exception& error);
 
 // What to do about an environment errno on the file `path` ("free space on that file system (df -h
 // DIR)", DIR being path's directory, ...); empty for other errnos.

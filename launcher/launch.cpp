@@ -143,6 +143,10 @@ std::optional<int> run_without_mpi(const OfflineCommands& offline, TorchCommands
     log::get("launcher")->error("{}: {}", to_string(error.kind()), error.what());
     return exit_code_of(error);
   } catch (const std::exception& error) {
+    if (const auto refusal = machine_refusal(error)) {
+      log::get("launcher")->error("{}: {}", to_string(refusal->kind()), refusal->what());
+      return exit_code_of(*refusal);
+    }
     log::get("launcher")->error("internal error: {}", error.what());
     return exit_failure;
   }
@@ -186,6 +190,8 @@ int launch(int argc, char** argv, TorchCommands* torch) {
   } catch (const Error& error) {
     return end_job(session, error, abort_grace_s);
   } catch (const std::exception& error) {
+    // Memory or a thread the machine refused is its refusal (exit 5), said as such.
+    if (const auto refusal = machine_refusal(error)) return end_job(session, *refusal, abort_grace_s);
     log::get("launcher")->error("internal error: {}", error.what());
     if (session.size() > 1) session.abort(exit_failure);
     return exit_failure;
