@@ -21,9 +21,9 @@
 #include "common/error.h"
 #include "common/file_lock.h"
 #include "common/file_util.h"
+#include "common/heartbeat_tree.h"
 #include "common/host.h"
 #include "common/log.h"
-#include "common/rank_tree.h"
 #include "common/slurm_env.h"
 #include "dataset/audio.h"
 #include "runtime/rank_timing.h"
@@ -136,16 +136,8 @@ std::string check_existing_cache(const fs::path& dir, const std::string& fingerp
   return "";
 }
 
-// A send nobody will take any more (the job is past the exchange it served): cancelled and
-// released; a failure is logged, since the prep result is already decided.
-void cancel_request(MPI_Request& request, const char* what) {
-  const std::string cancel = std::string("MPI_Cancel(") + what + ")";
-  const std::string release = std::string("MPI_Request_free(") + what + ")";
-  check_mpi_or_warn(MPI_Cancel(&request), cancel.c_str());
-  check_mpi_or_warn(MPI_Request_free(&request), release.c_str());
-}
-
-json heartbeat(const BuildProgress& progress) {
+// A beat's progress in the heartbeat tree: the builder's counters, summed up the tree.
+json progress_payload(const BuildProgress& progress) {
   return {{"items", progress.items.load()},
           {"audio_ms", progress.audio_ms.load()},
           {"rejects", progress.rejects.load()},
@@ -205,115 +197,11 @@ json result_json(const BuildResult& result, int rank, const std::string& host) {
             {"write", result.stages.write}}}};
 }
 
-// THE PREP HEARTBEAT TREE (common/rank_tree.h). Every prep.progress_interval_s a rank sends its
-// parent one beat, the progress of its whole subtree (its own plus its children's latest beats,
-// summed) with the ranks of that subtree silent for longer than runtime.timeout_s (each with its
-// last progress), and pings its children, so that a child can tell a slow parent from a stopped
-// one. Rank 0 so takes at most 7 x log8(ranks) beats an interval (28 at 4,096 ranks) and sends as
-// many pings, instead of ranks - 1 of each. A stopped rank is named by its parent: at once when
-// that is rank 0, else in the parent's next beat, and rank 0 fails the job naming it; its own
-// children see the pings stop and fail naming it too. Every rank beats until it has the job's
-// outcome: a rank whose share is done may still be relaying its children's.
-class HeartbeatTree {
- public:
-  HeartbeatTree(const MpiSession& session, double interval_s, double timeout_s)
-      : session_(session),
-        interval_s_(interval_s),
-        timeout_s_(timeout_s),
-        parent_(RankTree::parent(session.rank())),
-        children_(RankTree::children(session.rank(), session.size())),
-        last_ping_(Clock::now()),
-        last_tick_(Clock::now() - std::chrono::hours(1)) {
-    for (int child : children_) {
-      last_heard_[child] = Clock::now();
-      pings_[child] = {MPI_REQUEST_NULL, std::string()};  // (MPI_REQUEST_NULL is not a zero in Open MPI)
-    }
-  }
-  HeartbeatTree(const HeartbeatTree&) = delete;
-  HeartbeatTree& operator=(const HeartbeatTree&) = delete;
-  // Sends nobody will take any more are cancelled (logged on failure: never throws).
-  ~HeartbeatTree() {
-    if (beat_request_ != MPI_REQUEST_NULL) cancel_request(beat_request_, "heartbeat");
-    for (auto& [child, ping] : pings_) {
-      if (ping.first != MPI_REQUEST_NULL) cancel_request(ping.first, "ping");
-    }
-  }
-
-  // Non-blocking, called every few tens of milliseconds: takes the children's beats and the
-  // parent's pings; once an interval, sends this subtree's beat up and pings the children.
-  // Returns true on the calls that ticked. Throws TransportError naming the parent when its
-  // pings have stopped for runtime.timeout_s.
-  bool poll(const BuildProgress& own) {
-    std::string payload;
-    int sender = -1;
-    while (try_receive_string(session_, tag_heartbeat, payload, sender)) {
-      latest_[sender] = json::parse(payload);
-      last_heard_[sender] = Clock::now();
-    }
-    while (try_receive_string(session_, tag_ping, payload, sender)) last_ping_ = Clock::now();
-    if (parent_ >= 0 && seconds_since(last_ping_) > timeout_s_) {
-      const char* role = parent_ == 0 ? " (prep coordinator)" : " (this rank's parent in the prep heartbeat tree)";
-      throw TransportError(session_.describe(parent_) + role + " has been silent for " + std::to_string(static_cast<int>(seconds_since(last_ping_))) +
-                           " s (runtime.timeout_s); finished shards are kept for a rerun");
-    }
-    if (seconds_since(last_tick_) < interval_s_) return false;
-    last_tick_ = Clock::now();
-    if (parent_ >= 0) send_if_free(beat_request_, beat_text_, subtree_beat(own).dump(), parent_, tag_heartbeat);
-    for (int child : children_) {
-      auto& [request, text] = pings_.at(child);
-      send_if_free(request, text, "ping", child, tag_ping);
-    }
-    return true;
-  }
-
-  // {items, audio_ms, rejects, total_items, total_audio_ms}: this rank's and its subtree's, and
-  // `silent`: [{rank, seconds, last, noticed_by}] for the ranks below it that stopped beating.
-  json subtree_beat(const BuildProgress& own) const {
-    json beat = heartbeat(own);
-    json silent = json::array();
-    for (const auto& [child, child_beat] : latest_) {
-      for (const char* key : {"items", "audio_ms", "rejects", "total_items", "total_audio_ms"}) {
-        beat[key] = beat[key].get<int64_t>() + child_beat.value(key, int64_t{0});
-      }
-      for (const auto& s : child_beat.value("silent", json::array())) silent.push_back(s);
-    }
-    for (const auto& [child, heard] : last_heard_) {
-      const double quiet = seconds_since(heard);
-      if (quiet <= timeout_s_) continue;
-      const auto it = latest_.find(child);
-      silent.push_back({{"rank", child},
-                        {"seconds", quiet},
-                        {"last", it == latest_.end() ? json() : it->second},
-                        {"noticed_by", session_.rank()}});
-    }
-    beat["silent"] = silent;
-    return beat;
-  }
-
- private:
-  // One message in flight per destination: while the last one is not taken, this tick sends none.
-  void send_if_free(MPI_Request& request, std::string& buffer, std::string text, int to, int tag) {
-    if (request != MPI_REQUEST_NULL) {
-      int done = 0;
-      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(heartbeat tree)");
-      if (!done) return;
-    }
-    buffer = std::move(text);
-    check_mpi(MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, to, tag, session_.world(), &request),
-              "MPI_Isend(heartbeat tree)");
-  }
-
-  const MpiSession& session_;
-  double interval_s_, timeout_s_;
-  int parent_;
-  std::vector<int> children_;
-  std::map<int, json> latest_;  // child -> its latest beat (its subtree)
-  std::map<int, Clock::time_point> last_heard_;
-  Clock::time_point last_ping_, last_tick_;
-  MPI_Request beat_request_ = MPI_REQUEST_NULL;
-  std::string beat_text_;
-  std::map<int, std::pair<MPI_Request, std::string>> pings_;  // child -> the ping in flight
-};
+// The prep job's heartbeat tree (common/heartbeat_tree.h); its beats carry progress_payload().
+HeartbeatTree progress_tree(const MpiSession& session, double interval_s, double timeout_s) {
+  return HeartbeatTree(session, interval_s, timeout_s, {tag_heartbeat, tag_ping},
+                       {"prep", "finished shards are kept for a rerun"});
+}
 
 // Rank 0 (not rank 0's own words): the first silent rank the tree names, as the job's error.
 [[noreturn]] void throw_silent(const MpiSession& session, const json& silent, double timeout_s) {
@@ -335,7 +223,7 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, co
                             double interval_s, double timeout_s) {
   const int size = session.size();
   std::vector<json> results(static_cast<size_t>(size));
-  HeartbeatTree tree(session, interval_s, timeout_s);
+  HeartbeatTree tree = progress_tree(session, interval_s, timeout_s);
   ProgressLine line("prep");
   ShardDispenser dispenser(plan, size);
   // The totals are the plan's: the beats' count only the shards handed out so far.
@@ -357,8 +245,8 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, co
     }
     if (!own_closed && builder.shards_ahead() < shards_ahead_wanted) own_closed = hand_to(builder, dispenser.next());
     if (results[0].is_null() && builder.done()) take_result(0, result_json(builder.finish(), 0, session.host()));
-    if (tree.poll(builder.progress())) {
-      const json beat = tree.subtree_beat(builder.progress());
+    if (tree.poll(progress_payload(builder.progress()))) {
+      const json beat = tree.subtree_beat(progress_payload(builder.progress()));
       if (!beat["silent"].empty()) {
         line.finish();
         throw_silent(session, beat["silent"][0], timeout_s);
@@ -380,7 +268,7 @@ std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, co
 // Ranks other than 0: ask rank 0 for shards as the builder runs low, send the result when the
 // builder is done, and beat in the heartbeat tree until the outcome comes.
 int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, double timeout_s) {
-  HeartbeatTree tree(session, interval_s, timeout_s);
+  HeartbeatTree tree = progress_tree(session, interval_s, timeout_s);
   bool sent = false, closed = false;
   bool asked = false;  // a request is in flight, sent at asked_at
   Clock::time_point asked_at;
@@ -388,7 +276,7 @@ int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, 
     std::string payload;
     int sender = -1;
     if (sent && try_receive_string(session, tag_outcome, payload, sender)) return std::stoi(payload);
-    tree.poll(builder.progress());
+    tree.poll(progress_payload(builder.progress()));
     if (!closed && !asked && !builder.done() && builder.shards_ahead() < shards_ahead_wanted) {
       send_string(session, 0, tag_shard_request, "", deadline_after(timeout_s), "a request for shards");
       asked = true;

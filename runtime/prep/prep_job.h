@@ -16,8 +16,8 @@
 //     with the next ones in the plan's order (prep_plan.h), so faster ranks write more and all
 //     finish together. A pool of decode/feature threads, one HDF5 writer thread; shards written
 //     under temporary names and renamed when complete. Shards already complete with the same
-//     fingerprint are kept. Heartbeats go up the rank tree (common/rank_tree.h;
-//     HeartbeatTree in prep_job.cpp): every prep.progress_interval_s a rank sends its parent the
+//     fingerprint are kept. Heartbeats go up the rank tree (common/heartbeat_tree.h,
+//     common/rank_tree.h): every prep.progress_interval_s a rank sends its parent the
 //     progress of its subtree and pings its children, so rank 0 hears from 7 x log8(ranks) ranks,
 //     not all of them. Silence for longer than runtime.timeout_s is an error naming the silent
 //     rank: rank 0 names it (from the parent's beat when it is further down), its children name
