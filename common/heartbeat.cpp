@@ -34,25 +34,17 @@ Heartbeat::Heartbeat(MPI_Comm world, std::vector<std::string> hosts, bool beat)
       failed_(new std::atomic<bool>[hosts_.size()]), warned_(hosts_.size(), false),
       watched_(new std::atomic<bool>[hosts_.size()]) {
   for (size_t r = 0; r < hosts_.size(); ++r) watched_[r] = true;
-  MPI_Comm_rank(world, &rank_);
+  check_mpi(MPI_Comm_rank(world, &rank_), "MPI_Comm_rank");
   // Collective (every rank makes its session): a communicator of its own, so that no heartbeat
   // can match a receive of the feed or of the all-reduce.
-  check_mpi(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup(heartbeat)");
-  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  comm_ = MpiCommunicator::duplicate(world, "heartbeat");
   for (size_t r = 0; r < hosts_.size(); ++r) {
     heard_ns_[r] = 0;
     failed_[r] = false;
   }
 }
 
-Heartbeat::~Heartbeat() {
-  stop();
-  if (comm_ != MPI_COMM_NULL) {
-    int finalised = 0;
-    MPI_Finalized(&finalised);
-    if (!finalised) MPI_Comm_free(&comm_);
-  }
-}
+Heartbeat::~Heartbeat() { stop(); }  // then comm_ is freed (the thread's calls are over)
 
 void Heartbeat::start(double timeout_s) {
   if (!beat_ || !(timeout_s > 0)) return;
@@ -136,7 +128,7 @@ void Heartbeat::beat(int tag, int code) {
   }
   for (int r : to) {
     MPI_Request request;
-    check_mpi(MPI_Isend(&alive, 1, MPI_CHAR, r, tag, comm_, &request), "MPI_Isend(heartbeat)");
+    check_mpi(MPI_Isend(&alive, 1, MPI_CHAR, r, tag, comm_.get(), &request), "MPI_Isend(heartbeat)");
     check_mpi(MPI_Request_free(&request), "MPI_Request_free(heartbeat)");
   }
 }
@@ -147,7 +139,7 @@ void Heartbeat::listen() {
     int arrived = 0;
     MPI_Message message;
     MPI_Status status;
-    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &message, &status), "MPI_Improbe(heartbeat)");
+    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_.get(), &arrived, &message, &status), "MPI_Improbe(heartbeat)");
     if (!arrived) break;
     char byte = 0;
     check_mpi(MPI_Mrecv(&byte, 1, MPI_CHAR, &message, MPI_STATUS_IGNORE), "MPI_Mrecv(heartbeat)");

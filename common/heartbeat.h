@@ -12,6 +12,8 @@
 
 #include <mpi.h>
 
+#include "common/mpi_handle.h"
+
 namespace sluice {
 
 // LIVENESS. A deadline in sluice measures whether a peer is alive, not how long its work takes:
@@ -89,7 +91,7 @@ class Heartbeat {
   void warn_about_silence();
   std::string describe(int rank) const;
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  MpiCommunicator comm_;  // a duplicate of the world: no beat can match a receive of the job
   int rank_ = 0;
   std::vector<std::string> hosts_;
   bool beat_ = true;

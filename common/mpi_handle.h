@@ -15,15 +15,22 @@ void check_mpi(int code, const char* call);
 // with MPI's message instead of throwing, and says whether `code` is MPI_SUCCESS.
 bool check_mpi_or_warn(int code, const char* call) noexcept;
 
-// A communicator split off another one (MPI_Comm_split), freed when the handle goes, on every
-// path: a run that fails frees it as one that succeeds does. A rank outside the split holds
-// MPI_COMM_NULL. Move-only. The destructor never throws: a failed MPI_Comm_free is logged.
+// A communicator made from another one (split, split by node, or duplicated), freed when the
+// handle goes, on every path: a run that fails frees it as one that succeeds does; after
+// MPI_Finalize there is nothing to free. A rank outside a split holds MPI_COMM_NULL. Move-only.
+// The destructor never throws: a failed MPI_Comm_free is logged. Every communicator it makes
+// returns errors as codes (MPI_ERRORS_RETURN), for check_mpi.
 class MpiCommunicator {
  public:
   MpiCommunicator() = default;
   // Collective over `parent`: every rank of it calls, members (`member` true) ordered by `key`.
   // `what` names the communicator in errors ("the model ranks' communicator").
   static MpiCommunicator split(MPI_Comm parent, bool member, int key, const char* what);
+  // Collective over `parent`: the ranks of each node (MPI_COMM_TYPE_SHARED), ordered by `key`.
+  static MpiCommunicator split_by_node(MPI_Comm parent, int key, const char* what);
+  // Collective over `parent`: the same ranks on a communicator of their own, whose messages
+  // match no receive on `parent` (the heartbeat's; the progress pump's, of MPI_COMM_SELF).
+  static MpiCommunicator duplicate(MPI_Comm parent, const char* what);
   ~MpiCommunicator();
   MpiCommunicator(MpiCommunicator&& other) noexcept;
   MpiCommunicator& operator=(MpiCommunicator&& other) noexcept;
@@ -32,6 +39,9 @@ class MpiCommunicator {
 
   MPI_Comm get() const { return comm_; }
   bool member() const { return comm_ != MPI_COMM_NULL; }
+  // This rank's place in it and its size (checked; a member only).
+  int rank() const;
+  int size() const;
 
  private:
   explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {}

@@ -77,7 +77,7 @@ class JoinWatchdog {
 MpiSession::MpiSession(int* argc, char*** argv, double join_timeout_s) {
   const JoinWatchdog watchdog(join_timeout_s);
   int initialised = 0;
-  MPI_Initialized(&initialised);
+  check_mpi(MPI_Initialized(&initialised), "MPI_Initialized");
   const std::string mode = heartbeat_mode();
   int provided = MPI_THREAD_SINGLE;
   if (!initialised) {
@@ -88,12 +88,12 @@ MpiSession::MpiSession(int* argc, char*** argv, double join_timeout_s) {
     check_mpi(MPI_Init_thread(argc, argv, wanted, &provided), "MPI_Init_thread");
     owns_mpi_ = true;
   } else {
-    MPI_Query_thread(&provided);
+    check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
   }
   // Errors come back as codes so that check_mpi() can turn them into exceptions with context.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler(MPI_COMM_WORLD)");
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank(MPI_COMM_WORLD)");
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size(MPI_COMM_WORLD)");
 
   constexpr int host_chars = 64;
   std::string mine = host_name();
@@ -105,12 +105,11 @@ MpiSession::MpiSession(int* argc, char*** argv, double join_timeout_s) {
   for (int r = 0; r < size_; ++r) {
     hosts_.emplace_back(all.data() + static_cast<size_t>(r) * host_chars);
   }
-  MPI_Comm node;
-  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type");
-  MPI_Comm_rank(node, &local_rank_);
-  MPI_Comm_size(node, &local_size_);
-  MPI_Comm_free(&node);
+  {
+    const MpiCommunicator node = MpiCommunicator::split_by_node(MPI_COMM_WORLD, rank_, "this node's ranks");
+    local_rank_ = node.rank();
+    local_size_ = node.size();
+  }
   log::set_identity(rank_, host());
   const bool beat = mode == "on" && provided >= MPI_THREAD_MULTIPLE && size_ > 1;
   if (mode == "on" && provided < MPI_THREAD_MULTIPLE && size_ > 1) {
@@ -136,16 +135,16 @@ MpiSession::~MpiSession() {
   heartbeat_.reset();  // its thread makes MPI calls: stopped before MPI_Finalize
   if (owns_mpi_) {
     int finalised = 0;
-    MPI_Finalized(&finalised);
-    if (!finalised) MPI_Finalize();
+    if (check_mpi_or_warn(MPI_Finalized(&finalised), "MPI_Finalized") && !finalised) {
+      check_mpi_or_warn(MPI_Finalize(), "MPI_Finalize");
+    }
   }
 }
 
 void MpiSession::meet_before_finalize() noexcept {
   if (!heartbeat_ || !heartbeat_->running() || size_ < 2) return;
   int finalised = 0;
-  MPI_Finalized(&finalised);
-  if (finalised) return;
+  if (!check_mpi_or_warn(MPI_Finalized(&finalised), "MPI_Finalized") || finalised) return;
   try {
     MPI_Request barrier = MPI_REQUEST_NULL;
     if (!check_mpi_or_warn(MPI_Ibarrier(MPI_COMM_WORLD, &barrier), "MPI_Ibarrier(before MPI_Finalize)")) return;
@@ -216,7 +215,7 @@ void send_string(const MpiSession& session, int destination, int tag, const std:
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline) {
-      MPI_Cancel(&request);
+      check_mpi_or_warn(MPI_Cancel(&request), "MPI_Cancel(a send past its deadline)");
       throw TransportError("timed out sending " + what + " to " + session.describe(destination) +
                            ": it did not receive in time (dead, hung, or far behind)");
     }
@@ -230,7 +229,7 @@ bool try_receive_string(const MpiSession& session, int tag, std::string& payload
   check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, session.world(), &arrived, &status), "MPI_Iprobe");
   if (!arrived) return false;
   int count = 0;
-  MPI_Get_count(&status, MPI_CHAR, &count);
+  check_mpi(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
   payload.assign(static_cast<size_t>(count), '\0');
   check_mpi(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, session.world(),
                  MPI_STATUS_IGNORE),
@@ -257,7 +256,7 @@ std::string receive_string(const MpiSession& session, int source, int tag, Deadl
     backoff.pause();
   }
   int count = 0;
-  MPI_Get_count(&status, MPI_CHAR, &count);
+  check_mpi(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
   std::string payload(static_cast<size_t>(count), '\0');
   check_mpi(MPI_Recv(payload.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, session.world(),
                  MPI_STATUS_IGNORE),
