@@ -1,7 +1,7 @@
 #pragma once
 // The tree sluice sends per-interval messages up instead of to rank 0 (the live status of
 // `sluice train`, runtime/train/status_board.h) and the ranks whose heartbeat a rank watches at
-// the end of a run (common/mpi_session.h, LIVENESS): fan-out 8 by octal digits. A rank's parent
+// the end of a run (common/heartbeat.h, LIVENESS): fan-out 8 by octal digits. A rank's parent
 // clears its lowest non-zero octal digit (rank 013 -> 010 -> 000, octal), so the ranks of a node
 // of 8 consecutive ranks share their first level, a rank has at most 7 children per digit level
 // below its lowest non-zero digit, rank 0 has 7 x log8(ranks) (28 at 4,096 ranks), and a leaf is

@@ -1,38 +1,27 @@
 #include "runtime/prep/prep_job.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <fstream>
-#include <map>
-#include <numeric>
+#include <filesystem>
 #include <optional>
-#include <set>
-#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "cache/cache_index.h"
-#include "cache/shard_reader.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file_lock.h"
 #include "common/file_util.h"
 #include "common/host.h"
 #include "common/log.h"
-#include "common/rank_tree.h"
 #include "common/slurm_env.h"
-#include "dataset/audio.h"
-#include "runtime/rank_timing.h"
-#include "dataset/phonemizer.h"
 #include "dataset/vocabulary.h"
-#include "runtime/prep/prep_plan.h"
-#include "runtime/prep/progress_line.h"
-#include "runtime/settings.h"
+#include "runtime/prep/coordinator.h"
+#include "runtime/prep/plan_agreement.h"
+#include "runtime/prep/prep_protocol.h"
+#include "runtime/prep/prep_settings.h"
 #include "runtime/prep/shard_builder.h"
+#include "runtime/rank_timing.h"
+#include "runtime/settings.h"
 
 namespace sluice::runtime {
 namespace {
@@ -40,508 +29,20 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Message tags of the prep protocol (see prep_job.h).
-enum Tag : int {
-  tag_probe = 101, tag_plan, tag_heartbeat, tag_ping, tag_result, tag_outcome, tag_timeline,
-  tag_shard_request,  // a rank about to run out of shards asks rank 0 for more (payload: "")
-  tag_shard_grant,    // rank 0's answer: a JSON array of shard numbers, [] when none are left
-};
-
-// A rank asks for more shards when fewer than this many of its own are not yet begun: one to
-// work on while the request travels (rank 0 polls every 20 ms; a shard of 256 clips takes ~0.2 s).
-constexpr int64_t shards_ahead_wanted = 2;
-
-// Gives the builder the shards rank 0 handed out; none means none will come. Returns whether the
-// builder is now closed.
-bool hand_to(ShardBuilder& builder, const std::vector<int64_t>& shards) {
-  for (int64_t shard : shards) builder.add(shard);
-  if (shards.empty()) builder.close();
-  return shards.empty();
-}
-
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 
-// Step 2: the header probe of every size-th item, starting at this rank.
-json probe_share(const dataset::CorpusListing& listing, int rank, int size) {
-  json rows = json::array();
-  for (size_t i = static_cast<size_t>(rank); i < listing.items.size(); i += static_cast<size_t>(size)) {
-    const auto& item = listing.items[i];
-    ItemProbe probe;
-    if (!item.reject) {
-      try {
-        const dataset::AudioInfo info = dataset::probe_audio(item.audio);
-        probe = {info.seconds, info.file_bytes, info.modified_ns};
-      } catch (const dataset::SampleRejected&) {
-        // The worker decodes it again and records the reason; here it only weighs nothing, but
-        // its size and time still go into the fingerprint (a missing file stays at -1).
-        struct stat status {};
-        if (::stat(item.audio.c_str(), &status) == 0) {
-          probe.bytes = static_cast<int64_t>(status.st_size);
-          probe.mtime_ns = modified_ns(status);
-        }
-      }
-    }
-    rows.push_back({i, probe.seconds, probe.bytes, probe.mtime_ns});
-  }
-  return rows;
-}
-
-std::vector<ItemProbe> collect_probes(const std::vector<std::string>& shares, size_t items) {
-  std::vector<ItemProbe> probes(items);
-  for (const auto& share : shares) {
-    for (const auto& row : json::parse(share)) {
-      auto& probe = probes.at(row[0].get<size_t>());
-      probe.seconds = row[1].get<double>();
-      probe.bytes = row[2].get<int64_t>();
-      probe.mtime_ns = row[3].get<int64_t>();
-    }
-  }
-  return probes;
-}
-
-// Names the settings that differ between an existing cache and this run, for the refusal message.
-std::string describe_difference(const json& old_settings, const json& new_settings) {
-  std::string changed;
-  const json diff = json::diff(old_settings, new_settings);
-  for (const auto& change : diff) {
-    std::string path = change["path"].get<std::string>().substr(1);
-    for (auto& c : path) c = c == '/' ? '.' : c;
-    changed += (changed.empty() ? "" : ", ") + path;
-  }
-  return changed.empty() ? "the corpus changed (rows, texts, or audio file sizes/mtimes)"
-                         : "settings changed: " + changed;
-}
-
-// Step 3 on rank 0: an existing finished cache is either ours (same fingerprint: keep it), or is
-// replaced only when the user asked for it. Returns the refusal message, or "".
-std::string check_existing_cache(const fs::path& dir, const std::string& fingerprint,
-                                 const json& settings, bool overwrite) {
-  const fs::path manifest_path = dir / "manifest.json";
-  if (!fs::exists(manifest_path)) return "";
-  json manifest;
-  try {
-    manifest = json::parse(read_file(manifest_path));
-  } catch (const std::exception& error) {
-    return "cannot read the existing " + manifest_path.string() + " (" + error.what() +
-           "); remove it or set prep.overwrite=true";
-  }
-  if (manifest.value("fingerprint", "") == fingerprint) return "";
-  const std::string why = describe_difference(manifest.value("settings", json::object()), settings);
-  if (!overwrite) {
-    return "the cache in " + dir.string() + " was made from other inputs: " + why +
-           ". Use another cache.dir, or --overwrite (prep.overwrite=true) to rebuild it";
-  }
-  logger()->warn("replacing the cache in {}: {}", dir.string(), why);
-  for (const char* name : {"manifest.json", "index.h5", "rejects.jsonl"}) fs::remove(dir / name);
-  return "";
-}
-
-// A send nobody will take any more (the job is past the exchange it served): cancelled and
-// released; a failure is logged, since the prep result is already decided.
-void cancel_request(MPI_Request& request, const char* what) {
-  const std::string cancel = std::string("MPI_Cancel(") + what + ")";
-  const std::string release = std::string("MPI_Request_free(") + what + ")";
-  check_mpi_or_warn(MPI_Cancel(&request), cancel.c_str());
-  check_mpi_or_warn(MPI_Request_free(&request), release.c_str());
-}
-
-json heartbeat(const BuildProgress& progress) {
-  return {{"items", progress.items.load()},
-          {"audio_ms", progress.audio_ms.load()},
-          {"rejects", progress.rejects.load()},
-          {"total_items", progress.total_items.load()},
-          {"total_audio_ms", progress.total_audio_ms.load()}};
-}
-
-std::string error_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-// "environment" when the machine refused (a full disk, a read-only file system), which has its own
-// exit code; "" for every other failure.
-std::string error_kind(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const Error& e) {
-    return e.kind() == ErrorKind::environment ? "environment" : "";
-  } catch (...) {
-    return "";
-  }
-}
-
-json result_json(const BuildResult& result, int rank, const std::string& host) {
-  json shards = json::array();
-  int64_t kept = 0;
-  for (const auto& shard : result.shards) {
-    shards.push_back({shard.shard, shard.kept, shard.samples, shard.rejects});
-    kept += shard.kept ? 1 : 0;
-  }
-  json unknown = json::object();
-  for (const auto& [code_point, count] : result.unknown) unknown[std::to_string(code_point)] = count;
-  return {{"rank", rank},
-          {"host", host},
-          {"ok", !result.error},
-          {"error", result.error ? error_text(result.error) : ""},
-          {"error_kind", result.error ? error_kind(result.error) : ""},
-          {"shards", shards},
-          {"shards_kept", kept},
-          {"samples", result.samples},
-          {"rejects", result.rejects},
-          {"frames", result.frames},
-          {"audio_seconds", result.audio_seconds},
-          {"reject_reasons", result.reject_reasons},
-          {"unknown", unknown},
-          {"wall_seconds", result.wall_seconds},
-          {"stages",
-           {{"decode", result.stages.decode},
-            {"text", result.stages.text},
-            {"features", result.stages.features},
-            {"write", result.stages.write}}}};
-}
-
-// THE PREP HEARTBEAT TREE (common/rank_tree.h). Every prep.progress_interval_s a rank sends its
-// parent one beat, the progress of its whole subtree (its own plus its children's latest beats,
-// summed) with the ranks of that subtree silent for longer than runtime.timeout_s (each with its
-// last progress), and pings its children, so that a child can tell a slow parent from a stopped
-// one. Rank 0 so takes at most 7 x log8(ranks) beats an interval (28 at 4,096 ranks) and sends as
-// many pings, instead of ranks - 1 of each. A stopped rank is named by its parent: at once when
-// that is rank 0, else in the parent's next beat, and rank 0 fails the job naming it; its own
-// children see the pings stop and fail naming it too. Every rank beats until it has the job's
-// outcome: a rank whose share is done may still be relaying its children's.
-class HeartbeatTree {
- public:
-  HeartbeatTree(const MpiSession& session, double interval_s, double timeout_s)
-      : session_(session),
-        interval_s_(interval_s),
-        timeout_s_(timeout_s),
-        parent_(RankTree::parent(session.rank())),
-        children_(RankTree::children(session.rank(), session.size())),
-        last_ping_(Clock::now()),
-        last_tick_(Clock::now() - std::chrono::hours(1)) {
-    for (int child : children_) {
-      last_heard_[child] = Clock::now();
-      pings_[child] = {MPI_REQUEST_NULL, std::string()};  // (MPI_REQUEST_NULL is not a zero in Open MPI)
-    }
-  }
-  HeartbeatTree(const HeartbeatTree&) = delete;
-  HeartbeatTree& operator=(const HeartbeatTree&) = delete;
-  // Sends nobody will take any more are cancelled (logged on failure: never throws).
-  ~HeartbeatTree() {
-    if (beat_request_ != MPI_REQUEST_NULL) cancel_request(beat_request_, "heartbeat");
-    for (auto& [child, ping] : pings_) {
-      if (ping.first != MPI_REQUEST_NULL) cancel_request(ping.first, "ping");
-    }
-  }
-
-  // Non-blocking, called every few tens of milliseconds: takes the children's beats and the
-  // parent's pings; once an interval, sends this subtree's beat up and pings the children.
-  // Returns true on the calls that ticked. Throws TransportError naming the parent when its
-  // pings have stopped for runtime.timeout_s.
-  bool poll(const BuildProgress& own) {
-    std::string payload;
-    int sender = -1;
-    while (try_receive_string(session_, tag_heartbeat, payload, sender)) {
-      latest_[sender] = json::parse(payload);
-      last_heard_[sender] = Clock::now();
-    }
-    while (try_receive_string(session_, tag_ping, payload, sender)) last_ping_ = Clock::now();
-    if (parent_ >= 0 && seconds_since(last_ping_) > timeout_s_) {
-      const char* role = parent_ == 0 ? " (prep coordinator)" : " (this rank's parent in the prep heartbeat tree)";
-      throw TransportError(session_.describe(parent_) + role + " has been silent for " + std::to_string(static_cast<int>(seconds_since(last_ping_))) +
-                           " s (runtime.timeout_s); finished shards are kept for a rerun");
-    }
-    if (seconds_since(last_tick_) < interval_s_) return false;
-    last_tick_ = Clock::now();
-    if (parent_ >= 0) send_if_free(beat_request_, beat_text_, subtree_beat(own).dump(), parent_, tag_heartbeat);
-    for (int child : children_) {
-      auto& [request, text] = pings_.at(child);
-      send_if_free(request, text, "ping", child, tag_ping);
-    }
-    return true;
-  }
-
-  // {items, audio_ms, rejects, total_items, total_audio_ms}: this rank's and its subtree's, and
-  // `silent`: [{rank, seconds, last, noticed_by}] for the ranks below it that stopped beating.
-  json subtree_beat(const BuildProgress& own) const {
-    json beat = heartbeat(own);
-    json silent = json::array();
-    for (const auto& [child, child_beat] : latest_) {
-      for (const char* key : {"items", "audio_ms", "rejects", "total_items", "total_audio_ms"}) {
-        beat[key] = beat[key].get<int64_t>() + child_beat.value(key, int64_t{0});
-      }
-      for (const auto& s : child_beat.value("silent", json::array())) silent.push_back(s);
-    }
-    for (const auto& [child, heard] : last_heard_) {
-      const double quiet = seconds_since(heard);
-      if (quiet <= timeout_s_) continue;
-      const auto it = latest_.find(child);
-      silent.push_back({{"rank", child},
-                        {"seconds", quiet},
-                        {"last", it == latest_.end() ? json() : it->second},
-                        {"noticed_by", session_.rank()}});
-    }
-    beat["silent"] = silent;
-    return beat;
-  }
-
- private:
-  // One message in flight per destination: while the last one is not taken, this tick sends none.
-  void send_if_free(MPI_Request& request, std::string& buffer, std::string text, int to, int tag) {
-    if (request != MPI_REQUEST_NULL) {
-      int done = 0;
-      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(heartbeat tree)");
-      if (!done) return;
-    }
-    buffer = std::move(text);
-    check_mpi(MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_CHAR, to, tag, session_.world(), &request),
-              "MPI_Isend(heartbeat tree)");
-  }
-
-  const MpiSession& session_;
-  double interval_s_, timeout_s_;
-  int parent_;
-  std::vector<int> children_;
-  std::map<int, json> latest_;  // child -> its latest beat (its subtree)
-  std::map<int, Clock::time_point> last_heard_;
-  Clock::time_point last_ping_, last_tick_;
-  MPI_Request beat_request_ = MPI_REQUEST_NULL;
-  std::string beat_text_;
-  std::map<int, std::pair<MPI_Request, std::string>> pings_;  // child -> the ping in flight
-};
-
-// Rank 0 (not rank 0's own words): the first silent rank the tree names, as the job's error.
-[[noreturn]] void throw_silent(const MpiSession& session, const json& silent, double timeout_s) {
-  const int rank = silent["rank"].get<int>();
-  const int noticed_by = silent["noticed_by"].get<int>();
-  const json& last = silent["last"];
-  throw TransportError(session.describe(rank) + " (prep writer) has been silent for " +
-                       std::to_string(static_cast<int>(silent["seconds"].get<double>())) + " s (runtime.timeout_s = " +
-                       std::to_string(timeout_s) + ")" +
-                       (noticed_by == 0 ? "" : ", as its parent rank " + std::to_string(noticed_by) + " reports") +
-                       "; last progress: " + (last.is_null() ? std::string("none") : last.dump()) +
-                       ". Check that rank's log; finished shards are kept for a rerun");
-}
-
-// Rank 0 between the plan and the results: hands out the shards (its own builder's too), takes
-// the results, and at the top of the heartbeat tree prints the job's progress and fails it naming
-// a silent rank. Returns every rank's result (index = rank).
-std::vector<json> supervise(const MpiSession& session, ShardBuilder& builder, const PrepPlan& plan,
-                            double interval_s, double timeout_s) {
-  const int size = session.size();
-  std::vector<json> results(static_cast<size_t>(size));
-  HeartbeatTree tree(session, interval_s, timeout_s);
-  ProgressLine line("prep");
-  ShardDispenser dispenser(plan, size);
-  // The totals are the plan's: the beats' count only the shards handed out so far.
-  const double total_audio_seconds = std::accumulate(plan.item_seconds.begin(), plan.item_seconds.end(), 0.0);
-  bool own_closed = false;
-  int pending = size;
-  const auto take_result = [&](int rank, json result) {
-    if (!result["ok"].get<bool>()) dispenser.stop();
-    results[static_cast<size_t>(rank)] = std::move(result);
-    --pending;
-  };
-  while (pending > 0) {
-    std::string payload;
-    int sender = -1;
-    while (try_receive_string(session, tag_result, payload, sender)) take_result(sender, json::parse(payload));
-    while (try_receive_string(session, tag_shard_request, payload, sender)) {
-      send_string(session, sender, tag_shard_grant, json(dispenser.next()).dump(), deadline_after(timeout_s),
-                  "shards for " + session.describe(sender));
-    }
-    if (!own_closed && builder.shards_ahead() < shards_ahead_wanted) own_closed = hand_to(builder, dispenser.next());
-    if (results[0].is_null() && builder.done()) take_result(0, result_json(builder.finish(), 0, session.host()));
-    if (tree.poll(builder.progress())) {
-      const json beat = tree.subtree_beat(builder.progress());
-      if (!beat["silent"].empty()) {
-        line.finish();
-        throw_silent(session, beat["silent"][0], timeout_s);
-      }
-      ProgressCounts counts;
-      counts.items = beat["items"].get<int64_t>();
-      counts.total_items = plan.item_count;
-      counts.audio_seconds = beat["audio_ms"].get<double>() / 1000.0;
-      counts.total_audio_seconds = total_audio_seconds;
-      counts.rejects = beat["rejects"].get<int64_t>();
-      line.update(counts);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  line.finish();
-  return results;
-}
-
-// Ranks other than 0: ask rank 0 for shards as the builder runs low, send the result when the
-// builder is done, and beat in the heartbeat tree until the outcome comes.
-int follow(const MpiSession& session, ShardBuilder& builder, double interval_s, double timeout_s) {
-  HeartbeatTree tree(session, interval_s, timeout_s);
-  bool sent = false, closed = false;
-  bool asked = false;  // a request is in flight, sent at asked_at
-  Clock::time_point asked_at;
-  while (true) {
-    std::string payload;
-    int sender = -1;
-    if (sent && try_receive_string(session, tag_outcome, payload, sender)) return std::stoi(payload);
-    tree.poll(builder.progress());
-    if (!closed && !asked && !builder.done() && builder.shards_ahead() < shards_ahead_wanted) {
-      send_string(session, 0, tag_shard_request, "", deadline_after(timeout_s), "a request for shards");
-      asked = true;
-      asked_at = Clock::now();
-    }
-    if (asked && try_receive_string(session, tag_shard_grant, payload, sender)) {
-      closed = hand_to(builder, json::parse(payload).get<std::vector<int64_t>>());
-      asked = false;
-    } else if (asked && !builder.done() && seconds_since(asked_at) > timeout_s) {
-      throw TransportError(session.describe(0) + " (prep coordinator) has not answered a request for shards in " +
-                           std::to_string(static_cast<int>(seconds_since(asked_at))) +
-                           " s (runtime.timeout_s); finished shards are kept for a rerun");
-    }
-    if (!sent && builder.done()) {
-      const BuildResult result = builder.finish();
-      if (result.error) logger()->error("{}", error_text(result.error));
-      send_string(session, 0, tag_result, result_json(result, session.rank(), session.host()).dump(),
-                  deadline_after(timeout_s), "the prep result");
-      sent = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-void print_summary(const std::vector<json>& results, const json& totals, double wall_s,
-                   const std::map<std::string, int64_t>& reasons, const dataset::UnknownCounts& unknown) {
-  std::printf("\n%-5s %-14s %7s %7s %8s %8s %9s %8s %11s\n", "rank", "host", "shards", "kept",
-              "samples", "rejects", "audio h", "wall s", "audio-s/s");
-  for (const auto& r : results) {
-    const double audio = r["audio_seconds"].get<double>();
-    const double wall = r["wall_seconds"].get<double>();
-    std::printf("%-5d %-14s %7zu %7lld %8lld %8lld %9.3f %8.1f %11.0f\n", r["rank"].get<int>(),
-                r["host"].get<std::string>().substr(0, 14).c_str(), r["shards"].size(),
-                r["shards_kept"].get<long long>(), r["samples"].get<long long>(),
-                r["rejects"].get<long long>(), audio / 3600.0, wall, wall > 0 ? audio / wall : 0.0);
-  }
-  std::printf("total: %lld samples, %lld rejects, %.3f h audio, %lld frames, %lld shards in %.1f s\n",
-              totals["samples"].get<long long>(), totals["rejects"].get<long long>(),
-              totals["seconds"].get<double>() / 3600.0, totals["frames"].get<long long>(),
-              totals.value("shards", 0LL), wall_s);
-  if (!reasons.empty()) {
-    std::printf("rejects by reason:");
-    for (const auto& [reason, count] : reasons) std::printf(" %s=%lld", reason.c_str(), static_cast<long long>(count));
-    std::printf(" (details in rejects.jsonl)\n");
-  }
-  if (!unknown.empty()) {
-    std::printf("characters not in the vocabulary (mapped to <unk>): %s\n",
-                dataset::describe_unknown(unknown).c_str());
-  }
-  std::fflush(stdout);
-}
-
-// Step 5 on rank 0: every rank succeeded; write rejects.jsonl, index.h5, manifest.json (last).
-int finalize(const config::Config& config, const PrepPlan& plan, const json& out_settings,
-             const json& vocabulary, const std::vector<json>& results, double wall_s) {
-  const fs::path dir = config.string("cache.dir");
-  std::vector<fs::path> shard_files;
-  for (int64_t shard = 0; shard < plan.shard_count(); ++shard) {
-    shard_files.push_back(dir / cache::shard_file_name(shard));
-  }
-  // Shards beyond this plan's count belong to an older layout; they would confuse a reader.
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("shard-", 0) == 0 && std::find(shard_files.begin(), shard_files.end(), entry.path()) == shard_files.end()) {
-      logger()->info("removing {}: not part of this cache's {} shards", name, plan.shard_count());
-      fs::remove(entry.path());
-    }
-  }
-  // One pass over the shards builds the index and collects their rejects. index.h5 alone does not
-  // make a cache: only the manifest, written below when the rejects are within bounds, does.
-  cache::IndexSummary summary = cache::write_index(dir, shard_files);
-  std::string rejects_text;
-  std::map<std::string, int64_t> reasons;
-  for (const auto& line : summary.reject_lines) {
-    rejects_text += line + "\n";
-    ++reasons[json::parse(line).value("reason", "unknown")];
-  }
-  const auto reject_count = static_cast<int64_t>(summary.reject_lines.size());
-  write_file_atomically(dir / "rejects.jsonl", rejects_text);
-  config.write(dir / "sluice-prep.yaml");
-
-  dataset::UnknownCounts unknown;
-  for (const auto& r : results) {
-    for (const auto& [code_point, count] : r["unknown"].items()) {
-      unknown[static_cast<char32_t>(std::stoul(code_point))] += count.get<int64_t>();
-    }
-  }
-  const double fraction = plan.item_count > 0 ? double(reject_count) / double(plan.item_count) : 0.0;
-  const double allowed = config.number("prep.max_reject_fraction");
-
-  nlohmann::json unknown_json = json::object();
-  for (const auto& [code_point, count] : unknown) unknown_json[std::to_string(code_point)] = count;
-  // The prep job's own record, next to the cache: who wrote what, how fast, and what was skipped.
-  const json report = {{"corpus", config.string("corpus.path")},
-                       {"corpus_rows", plan.item_count},
-                       {"fingerprint", plan.fingerprint},
-                       {"wall_seconds", wall_s},
-                       {"ranks", results},
-                       {"rejects", reject_count},
-                       {"reject_reasons", reasons},
-                       {"unknown_characters", dataset::describe_unknown(unknown)},
-                       {"unknown_code_points", unknown_json}};
-  write_file_atomically(dir / "prep-report.json", report.dump(2) + "\n");
-  if (fraction > allowed) {
-    json totals = {{"samples", 0}, {"rejects", reject_count}, {"seconds", 0.0}, {"frames", 0}};
-    print_summary(results, totals, wall_s, reasons, unknown);
-    logger()->error(
-        "{} of {} corpus rows were rejected ({:.1f}%), more than prep.max_reject_fraction = {:.1f}%: "
-        "no manifest was written. See {} for every reject and its reason; fix the corpus, or raise "
-        "prep.max_reject_fraction and rerun (finished shards are kept)",
-        reject_count, plan.item_count, 100 * fraction, 100 * allowed, (dir / "rejects.jsonl").string());
-    return prep_too_many_rejects;
-  }
-  const cache::Manifest manifest = cache::write_manifest(dir, std::move(summary), out_settings, vocabulary);
-  json totals = manifest.to_json()["totals"];
-  totals["shards"] = manifest.shards.size();
-  print_summary(results, totals, wall_s, reasons, unknown);
-  std::printf("cache ready: %s (fingerprint %s)\n", dir.c_str(), plan.fingerprint.c_str());
-  return prep_ok;
-}
-
-// `failure`: when the job fails, why (stop_reason, error, error_rank, error_host) for the timeline
-// summary, so that the report names the error instead of a hang.
-int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
-               const json& out_settings, const json& vocabulary_json, Clock::time_point started, json& failure);
-
-// The shard builder's settings from the config; threads default to the cores this rank may use
-// (when ranks share a node unbound, a share of them).
-BuildSettings build_settings(const MpiSession& session, const config::Config& config) {
-  BuildSettings settings;
-  settings.mel = mel_config(config);
-  settings.text = text_config(config);
-  settings.tokenizer = config.string("text.tokenizer");
-  settings.min_seconds = config.number("prep.min_seconds");
-  settings.max_seconds = config.number("prep.max_seconds");
-  settings.max_tokens = config.integer("prep.max_tokens");
-  settings.max_tokens_per_second = config.number("prep.max_tokens_per_second");
-  settings.cache_dir = config.string("cache.dir");
-  settings.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
-  settings.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));
-  const int64_t threads = config.integer("prep.threads");
+// The builder's threads on this rank: prep.threads, or by default the cores this rank may use
+// (when ranks share a node unbound, a share of them). Warns once a node when the binding leaves
+// fewer cores than threads.
+int worker_threads(const MpiSession& session, int64_t requested) {
   const int cores = usable_cores();
   const int share = cores >= static_cast<int>(std::thread::hardware_concurrency()) ? cores / session.local_size() : cores;
-  settings.threads = threads > 0 ? static_cast<int>(threads) : std::max(1, share);
-  const std::string warning = binding_warning(settings.threads + 1);
+  const int threads = requested > 0 ? static_cast<int>(requested) : std::max(1, share);
+  const std::string warning = binding_warning(threads + 1);
   if (!warning.empty() && session.local_rank() == 0) {  // the same on every rank of the node
-    logger()->warn("{} (prep: {} worker(s) + 1 writer)", warning, settings.threads);
+    logger()->warn("{} (prep: {} worker(s) + 1 writer)", warning, threads);
   }
-  if (settings.min_seconds >= settings.max_seconds) {
-    throw ConfigError("prep.min_seconds (" + std::to_string(settings.min_seconds) +
-                      ") must be below prep.max_seconds (" + std::to_string(settings.max_seconds) + ")");
-  }
-  return settings;
+  return threads;
 }
 
 // What prep is about to read: the format (and what `auto` recognised it by), the rows, and a few
@@ -552,46 +53,6 @@ void log_listing(const dataset::CorpusListing& listing, int ranks, int threads) 
                  ranks, threads);
   for (size_t i = 0; i < std::min<size_t>(listing.notes.size(), 5); ++i) logger()->info("corpus: {}", listing.notes[i]);
   if (listing.notes.size() > 5) logger()->info("corpus: {} more note(s) of this kind", listing.notes.size() - 5);
-}
-
-// Steps 2-3: every rank probes its share of the audio headers; rank 0 plans the shards (or
-// refuses an existing cache made from other inputs) and broadcasts the plan. nullopt: refused.
-// `lock_refusal` (rank 0): why this job may not write the cache (another prep holds it), or "".
-// On refusal `refusal_code` is the exit code.
-std::optional<PrepPlan> agree_on_plan(const MpiSession& session, const config::Config& config,
-                                      const dataset::CorpusListing& listing, const json& out_settings,
-                                      const json& vocabulary_json, double timeout_s,
-                                      const std::string& lock_refusal, int& refusal_code) {
-  const fs::path dir = config.string("cache.dir");
-  // A rank 0 that is locked out skips its probes: a one-process prep is refused at once.
-  const json mine = lock_refusal.empty() ? probe_share(listing, session.rank(), session.size()) : json::array();
-  const auto shares = gather_strings(session, mine.dump(), tag_probe, timeout_s, "audio header probes");
-  std::string plan_text;
-  if (session.rank() == 0) {
-    const auto probes = collect_probes(shares, listing.items.size());
-    const std::string fingerprint = compute_fingerprint(out_settings, vocabulary_json, listing, probes);
-    const bool locked_out = !lock_refusal.empty();
-    const std::string refusal = locked_out ? lock_refusal
-                                           : check_existing_cache(dir, fingerprint, out_settings,
-                                                                  config.boolean("prep.overwrite"));
-    if (refusal.empty()) {
-      // A killed run's temporaries never read as shards; clear them before anyone writes.
-      if (int removed = cache::remove_shard_temporaries(dir)) {
-        logger()->info("removed {} temporary file(s) left by an interrupted run", removed);
-      }
-      const PrepPlan plan = make_plan(fingerprint, config.integer("cache.shard_size"), probes);
-      plan_text = json{{"plan", plan.to_json()}}.dump();
-    } else {
-      plan_text = json{{"refuse", refusal}, {"exit", locked_out ? prep_failed : prep_refused}}.dump();
-    }
-  }
-  const json message = json::parse(broadcast_string(session, plan_text, tag_plan, timeout_s, "the prep plan"));
-  if (message.contains("refuse")) {
-    if (session.rank() == 0) logger()->error("{}", message["refuse"].get<std::string>());
-    refusal_code = message.value("exit", prep_refused);
-    return std::nullopt;
-  }
-  return PrepPlan::from_json(message["plan"]);
 }
 
 // Rank 0: the cache directory's prep lock (common/file_lock.h), or why it cannot be had
@@ -616,18 +77,33 @@ void create_cache_dir(const fs::path& dir) {
 }
 
 // Timing: spans of every stage on every rank, clocks aligned to rank 0's (docs/report.md).
-timing::RankTimeline prep_timeline(const MpiSession& session, const config::Config& config, int threads,
-                                   double timeout_s) {
+timing::RankTimeline prep_timeline(const MpiSession& session, const PrepSettings& settings, int threads) {
   timing::RankTimeline identity;
   identity.job = "prep";
   identity.rank = session.rank();
   identity.world_size = session.size();
   identity.host = session.host();
   identity.role = "prep";
-  identity.settings = {{"cache.shard_size", config.integer("cache.shard_size")}, {"prep.threads", threads},
-                       {"runtime.timeout_s", timeout_s},
-                       {"prep.max_reject_fraction", config.number("prep.max_reject_fraction")}};
+  identity.settings = {{"cache.shard_size", settings.shard_size}, {"prep.threads", threads},
+                       {"runtime.timeout_s", settings.timeout_s},
+                       {"prep.max_reject_fraction", settings.max_reject_fraction}};
   return identity;
+}
+
+// The timeline's end of a job that ran to its outcome: why it stopped, when it did not finish.
+// Too many rejects is a stop on purpose, not a failure: the report says why and points at the
+// rejects. A failure is no hang either: rank 0's timeline says which rank failed and on what.
+void write_outcome(RankTiming& rank_timing, const fs::path& dir, int outcome,
+                   const std::optional<PrepFailure>& failure) {
+  json stop = json::object();
+  if (outcome == prep_too_many_rejects) {
+    stop = {{"stop_reason", "too_many_rejects"}, {"rejects_file", (dir / "rejects.jsonl").string()}};
+  } else if (outcome == prep_environment || outcome == prep_failed) {
+    stop = failure ? failure->timeline_summary()
+                   : json{{"stop_reason", outcome == prep_environment ? "environment_error" : "failed"}};
+  }
+  rank_timing.write_finished(dir, outcome == prep_ok ? "finished" : outcome == prep_too_many_rejects ? "stopped" : "failed",
+                             stop, tag_timeline);
 }
 
 }  // namespace
@@ -641,20 +117,14 @@ std::future<dataset::CorpusListing> start_listing(const config::Config& config) 
 int run_prep(const MpiSession& session, const config::Config& config,
              std::future<dataset::CorpusListing> listing_being_read) {
   const auto started = Clock::now();
-  const double timeout_s = config.number("runtime.timeout_s");
-  check_slurm_topology(session, timeout_s);  // Slurm's view of tasks and nodes must match MPI's
-  const fs::path dir = config.string("cache.dir");
-  BuildSettings settings = build_settings(session, config);
-
-  const dataset::Vocabulary vocabulary = settings.tokenizer == "phonemes"
+  PrepSettings settings = PrepSettings::read(config);
+  check_slurm_topology(session, settings.timeout_s);  // Slurm's view of tasks and nodes must match MPI's
+  const fs::path& dir = settings.cache_dir;
+  settings.build.threads = worker_threads(session, settings.threads);
+  const dataset::Vocabulary vocabulary = settings.build.tokenizer == "phonemes"
                                              ? dataset::Vocabulary::builtin_phonemes()
                                              : dataset::Vocabulary::builtin_characters();
   const json vocabulary_json = vocabulary.to_json();
-  json out_settings = output_settings(config);
-  if (settings.tokenizer == "phonemes") {
-    // Phoneme strings change with espeak-ng's version and data: a new espeak is a new cache.
-    out_settings["text"]["phonemizer"] = dataset::Phonemizer().engine_version();
-  }
 
   // 1. The listing: every rank reads it (started before MPI); it is deterministic.
   const dataset::CorpusListing listing = listing_being_read.get();
@@ -664,106 +134,43 @@ int run_prep(const MpiSession& session, const config::Config& config,
                     ") has no samples: there is nothing to prepare. Check that file (is it empty?) and "
                     "corpus.path / corpus.format");
   }
-  out_settings["corpus"]["layout"] = listing.format;  // what `auto` decided; `cache inspect` shows it
+  settings.output["corpus"]["layout"] = listing.format;  // what `auto` decided; `cache inspect` shows it
   // Rank 0 holds the directory's lock to the end of the job, before anything in it is read or
   // removed (a second prep would delete the first one's temporaries).
   std::optional<FileLock> lock;
   std::string lock_refusal;
   if (session.rank() == 0) {
-    log_listing(listing, session.size(), settings.threads);
+    log_listing(listing, session.size(), settings.build.threads);
     create_cache_dir(dir);
     lock_refusal = take_lock(dir, lock);
   }
 
   // 2-3. Probe, plan, broadcast.
-  int refusal_code = prep_refused;
-  const std::optional<PrepPlan> agreed =
-      agree_on_plan(session, config, listing, out_settings, vocabulary_json, timeout_s, lock_refusal, refusal_code);
-  if (!agreed) return refusal_code;
-  const PrepPlan& plan = *agreed;
+  const PlanAgreement agreement = agree_on_plan(session, settings, listing, vocabulary_json, lock_refusal);
+  if (!agreement.plan) return agreement.refusal_code;
+  const PrepPlan& plan = *agreement.plan;
 
   // 4. The shards: this rank's first one from the plan, the rest from rank 0 as it asks.
-  RankTiming rank_timing(session, config, prep_timeline(session, config, settings.threads, timeout_s));
-  settings.rank = session.rank();
-  settings.delay = rank_timing.delay();
-
-  ShardBuilder builder(listing, plan, settings, vocabulary);
+  RankTiming rank_timing(session, config, prep_timeline(session, settings, settings.build.threads));
+  settings.build.rank = session.rank();
+  settings.build.delay = rank_timing.delay();
+  ShardBuilder builder(listing, plan, settings.build, vocabulary);
   builder.start();
   if (const auto first = plan.first_shard(session.rank())) builder.add(*first);
-  const double interval_s = config.number("prep.progress_interval_s");
+
+  // 5. The results, the cache's metadata (rank 0) and the outcome, the same on every rank.
   int outcome = prep_ok;
-  json failure = json::object();
+  std::optional<PrepFailure> failure;
   try {
     outcome = session.rank() == 0
-                  ? coordinate(session, config, builder, plan, out_settings, vocabulary_json, started, failure)
-                  : follow(session, builder, interval_s, timeout_s);
+                  ? coordinate(session, settings, config, builder, plan, vocabulary_json, started, failure)
+                  : follow(session, settings, builder);
   } catch (const Error& error) {
     rank_timing.write_failed(dir, error.what(), -1, json::object());
     throw;
   }
-  // Too many rejects is a stop on purpose, not a failure: the report says why and points at the rejects.
-  json stop = json::object();
-  if (outcome == prep_too_many_rejects) {
-    stop = {{"stop_reason", "too_many_rejects"}, {"rejects_file", (dir / "rejects.jsonl").string()}};
-  } else if (outcome == prep_environment || outcome == prep_failed) {
-    // A failure is no hang either: rank 0's timeline says which rank failed and on what.
-    stop = failure.empty() ? json{{"stop_reason", outcome == prep_environment ? "environment_error" : "failed"}} : failure;
-  }
-  rank_timing.write_finished(dir, outcome == prep_ok ? "finished" : outcome == prep_too_many_rejects ? "stopped" : "failed",
-                             stop, tag_timeline);
+  write_outcome(rank_timing, dir, outcome, failure);
   return outcome;
 }
-
-namespace {
-
-// Rank 0 after the plan: results, then the cache's metadata, then the outcome for everyone.
-int coordinate(const MpiSession& session, const config::Config& config, ShardBuilder& builder, const PrepPlan& plan,
-               const json& out_settings, const json& vocabulary_json, Clock::time_point started, json& failure) {
-  const auto failed = [&](bool environment, int rank, const std::string& host, const std::string& error) {
-    failure = {{"stop_reason", environment ? "environment_error" : "failed"},
-               {"error", error},
-               {"error_rank", rank},
-               {"error_host", host}};
-  };
-  const double timeout_s = config.number("runtime.timeout_s");
-  const double interval_s = config.number("prep.progress_interval_s");
-  const auto results = supervise(session, builder, plan, interval_s, timeout_s);
-  int outcome = prep_ok;
-  for (const auto& r : results) {
-    if (!r["ok"].get<bool>()) {
-      const bool environment = r.value("error_kind", "") == "environment";
-      logger()->error("rank {} ({}) failed: {}", r["rank"].get<int>(), r["host"].get<std::string>(),
-                      r["error"].get<std::string>());
-      // A full disk on one rank and a bug on another: the bug decides (it needs a person).
-      if (outcome == prep_ok || (!environment && outcome == prep_environment)) {
-        failed(environment, r["rank"].get<int>(), r["host"].get<std::string>(), r["error"].get<std::string>());
-      }
-      if (outcome == prep_ok || !environment) outcome = environment ? prep_environment : prep_failed;
-    }
-  }
-  if (outcome == prep_ok) {
-    try {
-      outcome = finalize(config, plan, out_settings, vocabulary_json, results, seconds_since(started));
-    } catch (const Error& error) {
-      logger()->error("writing the cache's index and manifest failed: {}", error.what());
-      outcome = error.kind() == ErrorKind::environment ? prep_environment : prep_failed;
-      failed(outcome == prep_environment, session.rank(), session.host(),
-             std::string("writing the cache's index and manifest failed: ") + error.what());
-    } catch (const std::exception& error) {
-      logger()->error("writing the cache's index and manifest failed: {}", error.what());
-      outcome = prep_failed;
-      failed(false, session.rank(), session.host(),
-             std::string("writing the cache's index and manifest failed: ") + error.what());
-    }
-  }
-  if (outcome == prep_failed || outcome == prep_environment) {
-    logger()->info("no manifest was written; the finished shards are kept: rerun `sluice prep` with the same "
-                   "settings to resume");
-  }
-  broadcast_string(session, std::to_string(outcome), tag_outcome, timeout_s, "the prep outcome");
-  return outcome;
-}
-
-}  // namespace
 
 }  // namespace sluice::runtime

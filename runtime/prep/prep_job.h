@@ -6,26 +6,29 @@
 //     no other rank, so the launcher starts it on a thread before MPI starts (start_listing):
 //     listing a large corpus on shared storage and MPI's own start-up then overlap.
 //  2. Rank r probes the audio headers of items r, r+N, r+2N, ... (duration, size, mtime) and
-//     sends them to rank 0.
+//     sends them to rank 0 (steps 2-3: runtime/prep/plan_agreement.h).
 //  3. Rank 0 computes the fingerprint (settings + vocabulary + listing + every file's size and
 //     mtime), checks it against an existing cache, cuts the corpus into shards of
 //     cache.shard_size rows, orders them by audio duration (longest first), and broadcasts this
 //     plan.
-//  4. Each rank writes shards: its first is the plan's (rank r takes the r-th longest); when
-//     fewer than 2 of its shards are left unbegun it asks rank 0, whose ShardDispenser answers
+//  4. Each rank writes shards (runtime/prep/coordinator.h): its first is the plan's (rank r
+//     takes the r-th longest); when fewer than 2 of its shards are left unbegun it asks rank 0,
+//     whose ShardDispenser answers
 //     with the next ones in the plan's order (prep_plan.h), so faster ranks write more and all
 //     finish together. A pool of decode/feature threads, one HDF5 writer thread; shards written
 //     under temporary names and renamed when complete. Shards already complete with the same
-//     fingerprint are kept. Heartbeats go up the rank tree (common/rank_tree.h;
-//     HeartbeatTree in prep_job.cpp): every prep.progress_interval_s a rank sends its parent the
+//     fingerprint are kept. Heartbeats go up the rank tree (common/heartbeat_tree.h,
+//     common/rank_tree.h): every prep.progress_interval_s a rank sends its parent the
 //     progress of its subtree and pings its children, so rank 0 hears from 7 x log8(ranks) ranks,
 //     not all of them. Silence for longer than runtime.timeout_s is an error naming the silent
 //     rank: rank 0 names it (from the parent's beat when it is further down), its children name
 //     it as their silent parent.
 //     Rank 0 holds CACHE_DIR/prep.lock (flock) from step 3 to the end: a second prep into the
 //     same directory is refused at once, naming the holder (common/file_lock.h).
-//  5. Each rank sends rank 0 its result. Only when every rank succeeded does rank 0 write
-//     rejects.jsonl, index.h5 and, last, manifest.json; then it broadcasts the exit code.
+//  5. Each rank sends rank 0 its result (runtime/prep/rank_result.h). Only when every rank
+//     succeeded does rank 0 write rejects.jsonl, index.h5 and, last, manifest.json
+//     (runtime/prep/finalize.h); then it broadcasts the exit code.
+// The settings are read once (runtime/prep/prep_settings.h); the tags: runtime/prep/prep_protocol.h.
 #include <future>
 
 #include "common/config.h"

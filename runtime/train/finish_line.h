@@ -5,7 +5,7 @@
 // finishes at once), and the first model rank writes the final checkpoint while the others wait.
 // A plain deadline on that wait would cap how long the last validation or checkpoint may take;
 // none would let a hung rank hang the job. So the ranks still working say so: the process's
-// heartbeat (common/mpi_session.h, LIVENESS) does, and wait_for_everyone() waits while every
+// heartbeat (common/heartbeat.h, LIVENESS) does, and wait_for_everyone() waits while every
 // rank is alive and names the first silent for runtime.timeout_s. Without a heartbeat
 // (SLUICE_HEARTBEAT=off|serialized) the ranks say it themselves:
 //

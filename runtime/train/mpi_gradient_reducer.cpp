@@ -41,7 +41,7 @@ MpiGradientReducer::~MpiGradientReducer() {
 void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* what) {
   const auto begin = std::chrono::steady_clock::now();
   const Deadline deadline = deadline_after(timeout_s_);
-  // LIVENESS (common/mpi_session.h): with a heartbeat, the wait lasts as long as every other
+  // LIVENESS (common/heartbeat.h): with a heartbeat, the wait lasts as long as every other
   // model rank is alive, however slow its step, and names the one that went silent (not the
   // members merely waiting, as a deadline on the collective would).
   const Heartbeat* heartbeat = Heartbeat::process();

@@ -2,7 +2,7 @@
 // Data-parallel gradient reduction over MPI for CPU model ranks (model/gradient_reducer.h has
 // the protocol): each bucket is an MPI_Iallreduce started as soon as backward finishes it, so
 // reduction overlaps the rest of backward; wait_all() waits while the other model ranks are alive
-// (the process's heartbeat, common/mpi_session.h) and names the first that goes silent for
+// (the process's heartbeat, common/heartbeat.h) and names the first that goes silent for
 // timeout_s; without a heartbeat it waits timeout_s.
 #include <mpi.h>
 

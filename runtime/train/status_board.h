@@ -12,7 +12,7 @@
 // A child whose summary is older than three intervals (or never came) is late: its whole subtree
 // counts as not reporting and the line names the lowest such rank ("late: 8 ranks, first rank 24
 // (host)"). Nobody waits for anybody: a slow or silent rank makes the line older or names it,
-// never slows the run. Liveness (failing a run) is the heartbeat's job (common/mpi_session.h).
+// never slows the run. Liveness (failing a run) is the heartbeat's job (common/heartbeat.h).
 //
 // Why a tree: with every rank sending to rank 0, rank 0 receives (ranks - 1) messages per
 // interval; here every rank receives at most 7 x its tree level's digits (rank 0: 7 x log8(ranks),

@@ -21,7 +21,7 @@
 //     a send() waiting for a credit fails at once, and receiver_closed() then says that the
 //     receiver chose to stop. An endpoint destroyed without close(), or failed, tells its peer
 //     "aborted", and the peer's waits fail at once.
-//  5. Deadlines tell slow from dead (LIVENESS in common/mpi_session.h). A blocking call waits as
+//  5. Deadlines tell slow from dead (LIVENESS in common/heartbeat.h). A blocking call waits as
 //     long as its peer is alive, however long the peer's step, read or checkpoint takes; it
 //     fails once the peer rank has given no sign of life (the process's heartbeat) for timeout_s
 //     (runtime.timeout_s): stopped, dead or cut off. The TransportError names the channel, the

@@ -41,8 +41,8 @@ class MpiSendChannel final : public detail::MpiFeedSender {
     } catch (...) {
       // MPI may still read `data` until the run ends; nothing here waits for it.
       if (request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
+        check_mpi_or_warn(MPI_Cancel(&request), "MPI_Cancel(batch)");
+        check_mpi_or_warn(MPI_Request_free(&request), "MPI_Request_free(batch)");
       }
       throw;
     }
@@ -109,15 +109,16 @@ class MpiReceiveChannel final : public detail::MpiFeedReceiver {
   bool cancel_payload(int slot) noexcept override {
     Payload& p = payloads_[static_cast<size_t>(slot)];
     if (p.request == MPI_REQUEST_NULL) return true;
-    MPI_Cancel(&p.request);
+    check_mpi_or_warn(MPI_Cancel(&p.request), "MPI_Cancel(batch payload)");
     const Deadline deadline = detail::deadline_after(0.5);
     detail::PollBackoff backoff;
     int done = 0;
-    while (MPI_Test(&p.request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && Clock::now() < deadline) {
+    while (check_mpi_or_warn(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE), "MPI_Test(batch payload)") && !done &&
+           Clock::now() < deadline) {
       backoff.pause();
     }
     if (done) return true;
-    MPI_Request_free(&p.request);  // a transfer in progress from a dead peer: the slot must leak
+    check_mpi_or_warn(MPI_Request_free(&p.request), "MPI_Request_free(batch payload)");  // a transfer in progress from a dead peer: the slot must leak
     return false;
   }
 

@@ -55,7 +55,7 @@ struct ControlMessage {
   uint64_t batches = 0;  // end_of_stream, aborted from the sender: batches sent
 };
 
-// How an endpoint decides that its peer is gone (common/mpi_session.h, LIVENESS): with the
+// How an endpoint decides that its peer is gone (common/heartbeat.h, LIVENESS): with the
 // process's heartbeat, once the peer rank has been silent for timeout_s, however long the wait
 // has lasted (a slow peer is waited for); without one (SLUICE_HEARTBEAT), at the wait's deadline.
 class PeerWatch {

@@ -12,7 +12,7 @@ void ProgressPump::start() {
   int provided = MPI_THREAD_SINGLE;
   check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
   if (provided < MPI_THREAD_MULTIPLE) return;
-  check_mpi(MPI_Comm_dup(MPI_COMM_SELF, &comm_), "MPI_Comm_dup(MPI_COMM_SELF)");
+  comm_ = MpiCommunicator::duplicate(MPI_COMM_SELF, "MPI_COMM_SELF, the progress pump's");
   stopping_ = false;
   thread_ = std::thread([this] { run(); });
 }
@@ -33,10 +33,7 @@ void ProgressPump::stop() noexcept {
   }
   wake_.notify_one();
   thread_.join();
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
-  comm_ = MPI_COMM_NULL;
+  comm_ = MpiCommunicator();  // freed (logged, never thrown, on failure)
 }
 
 void ProgressPump::run() noexcept {
@@ -50,7 +47,8 @@ void ProgressPump::run() noexcept {
     }
     lock.unlock();
     int matched = 0;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &matched, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    if (!check_mpi_or_warn(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_.get(), &matched, MPI_STATUS_IGNORE),
+                           "MPI_Iprobe(feed progress thread)")) {
       // Progress failed here: the channel's own calls will see and report the failure.
       log::get("runtime")->warn("feed progress thread: MPI_Iprobe failed; batches move in the trainer's calls only");
       return;

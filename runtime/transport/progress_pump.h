@@ -26,6 +26,8 @@
 
 #include <mpi.h>
 
+#include "common/mpi_handle.h"
+
 namespace sluice::transport::detail {
 
 class ProgressPump {
@@ -47,7 +49,7 @@ class ProgressPump {
  private:
   void run() noexcept;
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // a duplicate of MPI_COMM_SELF: local, never sent on
+  MpiCommunicator comm_;  // a duplicate of MPI_COMM_SELF: local, never sent on
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

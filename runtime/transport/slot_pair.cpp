@@ -53,7 +53,7 @@ class SlotPairSender final : public SendChannel {
     int slot = -1;
     {
       // The receiver is a thread of this process: alive as long as this one runs, so its step
-      // may take any time (LIVENESS in common/mpi_session.h). Its failure or close wakes us.
+      // may take any time (LIVENESS in common/heartbeat.h). Its failure or close wakes us.
       std::unique_lock<std::mutex> lock(state_->mutex);
       state_->changed.wait(lock, [&] {
         return !state_->credits.empty() || state_->receiver_shut_down || state_->receiver_aborted;

@@ -1,4 +1,4 @@
-// Deadlines that tell slow from dead (LIVENESS in common/mpi_session.h), end to end: the real
+// Deadlines that tell slow from dead (LIVENESS in common/heartbeat.h), end to end: the real
 // `sluice train` binary under mpirun, 3 ranks (rank 0 feeds model ranks 1 and 2), faults made
 // from outside the processes:
 //  - a model rank held to 2% of a core (cgroup cpu quota; where no cgroup can be made, SIGSTOP /

@@ -1,5 +1,5 @@
 // `sluice prep` across ranks, with ranks stopped from outside (SIGSTOP):
-//  - heartbeats go up the rank tree (runtime/prep/prep_job.cpp, HeartbeatTree; common/rank_tree.h),
+//  - heartbeats go up the rank tree (common/heartbeat_tree.h; common/rank_tree.h),
 //    not every rank to rank 0. With 10 ranks the tree has two levels: ranks 1-8 report to rank 0,
 //    rank 9 to rank 8. A rank stopped for good below the first level is still named, by its
 //    parent's beat, and the job ends with an error that names it;

@@ -381,7 +381,7 @@ TEST_F(TrainJob, SilentDataRankIsNamedAndTheJobEnds) {
   EXPECT_TRUE(WIFEXITED(result.status) && WEXITSTATUS(result.status) != 0) << result.output;
   // A model rank waiting for its batch names the data rank. A model rank already waiting in the
   // gradient all-reduce waits on (it waits on a live rank) and names nobody: only rank 0 is
-  // blamed (common/mpi_session.h, LIVENESS).
+  // blamed (common/heartbeat.h, LIVENESS).
   bool reported = false;
   for (const char* model_rank : {"[rank 1 @ ", "[rank 2 @ "}) {
     for (auto at = result.output.find(model_rank); at != std::string::npos; at = result.output.find(model_rank, at + 1)) {

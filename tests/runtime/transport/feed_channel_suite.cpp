@@ -105,7 +105,7 @@ TEST_P(FeedChannelSuite, BytesArriveIntactAndInOrder) {
 
 // Credits are enforced: with all K slots held by the trainer, the sender's K+1-th send waits for
 // a credit. The trainer holds them for longer than the deadline: a slow but live receiver is
-// waited for (LIVENESS in common/mpi_session.h), so the send succeeds once a slot comes back.
+// waited for (LIVENESS in common/heartbeat.h), so the send succeeds once a slot comes back.
 TEST_P(FeedChannelSuite, SenderWaitsForACreditWhileTheReceiverHoldsEverySlot) {
   constexpr size_t slot_bytes = 64 * 1024;
   const ChannelOptions options = options_for(*harness_, slot_bytes, short_deadline_s);

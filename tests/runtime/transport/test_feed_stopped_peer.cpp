@@ -1,6 +1,6 @@
 // A peer rank stopped for good (SIGSTOP from the other rank, i.e. from outside the stopped
 // process) is named by the waiting endpoint within 2 x the deadline, as "gave no sign of life"
-// (the heartbeat, LIVENESS in common/mpi_session.h). The waiting rank then continues its peer
+// (the heartbeat, LIVENESS in common/heartbeat.h). The waiting rank then continues its peer
 // (SIGCONT) so that both ranks end the test together. The slow-but-alive cases are in the
 // suite (feed_channel_suite.cpp): a peer slower than the deadline is waited for.
 #include <signal.h>
