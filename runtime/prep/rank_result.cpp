@@ -7,12 +7,15 @@ namespace {
 
 using nlohmann::json;
 
-// Whether the machine refused (a full disk, a read-only file system), which has its own exit code.
+// Whether the machine refused (a full disk, a read-only file system, memory or a thread under a
+// limit), which has its own exit code.
 bool is_environment_error(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
     return e.kind() == ErrorKind::environment;
+  } catch (const std::exception& e) {
+    return machine_refusal(e).has_value();
   } catch (...) {
     return false;
   }
@@ -24,6 +27,7 @@ std::string error_text(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
+    if (const auto refusal = machine_refusal(e)) return refusal->what();
     return e.what();
   } catch (...) {
     return "unknown error";
