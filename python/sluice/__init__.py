@@ -272,6 +272,8 @@ class Feed:
         after a stop signal (stopped_at)."""
         if self._batch is not None and self.gpu >= 0:
             _torch().cuda.synchronize(self.gpu)
+        if self._batch is not None:
+            self._batch._tensors.clear()  # the Batch's own tensors; those the script kept stay valid
         self._batch = self._pending = None
         return self._handle.close()
 

@@ -149,19 +149,22 @@ void BatchStream::release_slot() {
   device_batch_.reset();
 }
 
-void BatchStream::release_returned(bool all) {
+void BatchStream::release_returned(bool closing) {
   for (auto it = held_.begin(); it != held_.end();) {
-    if (!all && !it->lease.expired()) {
-      ++it;
-      continue;
-    }
-    if (!it->lease.expired()) {
-      log::get("runtime")->warn("model {}: tensors of global step {} are still referenced at feed.close(): their memory "
-                                "goes with the feed; .clone() what you keep past close()",
+    if (it->lease.expired()) {
+      parts_.feed.channel->release(it->received);
+      it = held_.erase(it);
+    } else if (closing) {
+      // Still referenced as the feed ends: not given back (no batch may be written into it), and
+      // the channel leaves its slots allocated, so the tensors stay readable.
+      parts_.feed.channel->keep_slots_alive();
+      log::get("runtime")->info("model {}: tensors of global step {} are still referenced at feed.close(): the feed's "
+                                "receive slots stay allocated until the process ends",
                                 parts_.session.describe(parts_.session.rank()), it->global_step);
+      it = held_.erase(it);
+    } else {
+      ++it;
     }
-    parts_.feed.channel->release(it->received);
-    it = held_.erase(it);
   }
 }
 
@@ -376,6 +379,7 @@ void BatchStream::close() {
   end_validation();
   end_step_span();
   closed_ = true;
+  said_held_ = true;  // a batch still referenced now is said by release_returned
   release_slot();
   release_returned(true);
   validation_lease_.reset();

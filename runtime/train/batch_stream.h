@@ -25,7 +25,8 @@
 // script holds every slot (train.credits) next() raises ConfigError naming the steps held instead
 // of waiting for a batch that cannot come. A validation batch's bytes are owned by its lease, so a
 // kept validation tensor never shows the next validation batch either. At close() a slot whose
-// tensors are still held is named in the log: its memory goes with the feed.
+// tensors are still held is named in the log, and the channel keeps its slots allocated past its
+// end (ReceiveChannel::keep_slots_alive), so such a tensor stays readable until the process ends.
 //
 // STOP AGREEMENT (once per step, in end_step). The model ranks agree, with one all-reduce of four
 // floats over their communicator, on every reason to stop:
@@ -169,8 +170,9 @@ class BatchStream {
   void check_position(const BatchPointers& batch) const;
   void post_status();
   void release_slot();
-  // Gives back the held slots whose leases are gone; with `all`, every held slot (close()).
-  void release_returned(bool all);
+  // Gives back the held slots whose leases are gone; `closing`: keeps the others allocated past
+  // the channel's end instead (close()).
+  void release_returned(bool closing);
   void check_slots_left() const;
 
   const ModelRankParts parts_;

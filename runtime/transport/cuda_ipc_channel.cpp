@@ -162,6 +162,7 @@ class CudaIpcReceiveChannel final : public detail::MpiFeedReceiver {
                                 options_.name, names_.peer);
       slots_->leak();
     }
+    if (slots_must_leak_) slots_->leak();  // keep_slots_alive()
     try {
       detail::DeviceGuard guard(device_);
       slots_.reset();

@@ -123,6 +123,11 @@ class ReceiveChannel {
   virtual void release(const ReceivedBatch& batch) = 0;
   // Shutdown: tells the sender to stop; batches not yet received are dropped. Idempotent.
   virtual void close() = 0;
+  // The slots' memory outlives this endpoint: it is left allocated (leaked) when the endpoint is
+  // destroyed, because something made from a received batch is still referenced (a Python
+  // script's tensor kept past feed.close(): runtime/train/batch_stream.h, LEASES). Once set, no
+  // batch is written into the slots again.
+  virtual void keep_slots_alive() = 0;
   virtual ChannelStats stats() const = 0;
 };
 

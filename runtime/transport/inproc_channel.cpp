@@ -13,6 +13,7 @@ class HostSlotStore final : public detail::SlotStore {
  public:
   HostSlotStore(int slots, size_t slot_bytes) : slots_(slots, slot_bytes) {}
   void* slot(int index) override { return slots_.slot(index); }
+  void leak() override { slots_.leak(); }
   void fill(int index, const void* data, size_t bytes, detail::Deadline) override {
     if (bytes > 0) std::memcpy(slots_.slot(index), data, bytes);
   }

@@ -570,7 +570,7 @@ void MpiFeedReceiver::shut_down(ControlKind kind) noexcept {
   } catch (const std::exception& error) {
     log::get("runtime")->warn("feed channel \"{}\": shutting the receiver down: {}", options_.name, error.what());
   }
-  if (slots_must_leak_) {
+  if (slots_must_leak_ && !slots_kept_alive_) {
     log::get("runtime")->warn(
         "feed channel \"{}\": a transfer from {} could not be cancelled; its slot memory is left allocated",
         options_.name, names_.peer);

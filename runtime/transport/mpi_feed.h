@@ -164,6 +164,10 @@ class MpiFeedSender : public SendChannel {
 // its constructor calls grant_all() once its slots exist.
 class MpiFeedReceiver : public ReceiveChannel {
  public:
+  void keep_slots_alive() override {
+    slots_must_leak_ = true;
+    slots_kept_alive_ = true;
+  }
   ~MpiFeedReceiver() override;
   std::optional<ReceivedBatch> receive() final;
   void release(const ReceivedBatch& batch) final;
@@ -239,9 +243,10 @@ class MpiFeedReceiver : public ReceiveChannel {
   bool shut_down_ = false;
 
  protected:
-  // True after shut_down() found a transfer it could not cancel: the subclass must not free
-  // its slots.
+  // True after shut_down() found a transfer it could not cancel, or after keep_slots_alive():
+  // the subclass must not free its slots.
   bool slots_must_leak_ = false;
+  bool slots_kept_alive_ = false;  // keep_slots_alive(): not a failed cancel, nothing to warn about
 };
 
 }  // namespace sluice::transport::detail

@@ -257,6 +257,7 @@ class NcclLoopbackSlots final : public detail::SlotStore {
 
   void* slot(int index) override { return slots_->slot(index); }
   bool host_memory() const override { return false; }
+  void leak() override { slots_->leak(); }
 
   void fill(int index, const void* data, size_t bytes, Deadline deadline) override {
     detail::DeviceGuard guard(device_);

@@ -17,7 +17,14 @@ struct FilledSlot {
 
 // Everything both ends see. Held by both through shared_ptr, so either end may go first.
 struct PairState {
+  // Left allocated at the end when the receiver asked (keep_slots_alive): the last end to go
+  // destroys the state.
+  ~PairState() {
+    if (keep_slots) store->leak();
+  }
+
   std::unique_ptr<SlotStore> store;
+  bool keep_slots = false;
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<int> credits;         // granted and unused, in grant order
@@ -213,6 +220,11 @@ class SlotPairReceiver final : public ReceiveChannel {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->receiver_shut_down = true;
     state_->changed.notify_all();
+  }
+
+  void keep_slots_alive() override {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->keep_slots = true;
   }
 
   ChannelStats stats() const override { return stats_.snapshot(); }

@@ -22,6 +22,9 @@ class SlotStore {
   virtual void fill(int index, const void* data, size_t bytes, Deadline deadline) = 0;
   // Checksums are computed on host memory only.
   virtual bool host_memory() const = 0;
+  // Gives up the slots' memory without freeing it; called only as the store is destroyed, when the
+  // receiver asked to keep the slots alive (ReceiveChannel::keep_slots_alive).
+  virtual void leak() = 0;
 };
 
 // `transport` names the transport in errors ("inproc", "nccl loopback").

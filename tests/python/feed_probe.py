@@ -15,7 +15,8 @@ lists each pass's step and sample indices.
 --by-epoch: iterates `for epoch in feed.epochs(): for batch in epoch` and records each epoch's
 number and global steps (record["epochs"]).
 --keep K: keeps batch.mels of the first K batches, with a clone made at the time, and records
-whether each still equals its clone at the end (record["kept_equal"]).
+whether each still equals its clone at the end (record["kept_equal"]) and after feed.close()
+(record["kept_equal_after_close"]: the feed's memory stays while they are referenced).
 --nan-loss-at STEP RANK: model rank RANK reports a NaN loss at global STEP (feed.loss); every
 other step and rank reports 1.0. The loss a diverged model would give.
 """
@@ -105,11 +106,12 @@ try:
             open(args.ready_after[1], "w").close()
         time.sleep(max(0.0, args.pace - (time.monotonic() - started)))
     record["kept_equal"] = [bool((view == copy).all()) for view, copy in kept]
-    del kept
     record["stopped_at"], record["stop_signal"] = feed.stopped_at, feed.stop_signal
     if args.validate and feed.stopped_at is None:
         validation_pass(feed, feed.end_step)
     record["exit"] = feed.close()
+    if kept:
+        record["kept_equal_after_close"] = [bool((view == copy).all()) for view, copy in kept]
 except sluice.Error as error:
     record["error"] = {"class": type(error).__name__, "message": str(error)}
     print(f"ERROR {type(error).__name__}: {error}", flush=True)

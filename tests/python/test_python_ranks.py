@@ -288,8 +288,8 @@ class PythonRanks(unittest.TestCase):
         self.assertNotIn("ended without closing", output)
 
     # A tensor kept past its step (the batch's mels of the first three steps) still shows its own
-    # batch at the end of the run: its slot stays with the script until it is freed (LEASES in
-    # batch_stream.h), said once in the log. Keeping as many batches as there are slots
+    # batch at the end of the run, and after feed.close(): its slot stays with the script until it
+    # is freed (LEASES in batch_stream.h), said once in the log, and the slots outlive the feed. Keeping as many batches as there are slots
     # (train.credits) is a ConfigError naming the steps held, not a wait for a batch that cannot come.
     def test_a_kept_tensor_keeps_its_own_bytes(self):
         _, code, output, records = self.probe("keep", 12, extra=["--set", "train.credits=5"], probe_args=["--keep", "3"])
@@ -298,7 +298,11 @@ class PythonRanks(unittest.TestCase):
         for record in records:
             self.assertEqual(record["kept_equal"], [True, True, True], output)
             self.assertEqual(len(record["batches"]), 12)
+            # Read after feed.close() (issue 27: a segfault, exit 139): still their own bytes.
+            self.assertEqual(record["kept_equal_after_close"], [True, True, True], output)
+            self.assertEqual(record["exit"], 0)
         self.assertIn("the script keeps tensors of global step 0 past its step", output)
+        self.assertIn("are still referenced at feed.close(): the feed's receive slots stay allocated", output)
 
         _, code, output, records = self.probe("keep-all", 12, extra=["--set", "train.credits=3"],
                                               probe_args=["--keep", "3"])
