@@ -396,7 +396,7 @@ void rank_tables(ReportDocument& doc, const TrainAnalysis& a) {
                            milliseconds(m.busy_seconds.p50), percent(m.input_wait_fraction),
                            percent(m.allreduce_exposed_fraction)});
   }
-  const std::string model_note = bound_rank_table(models, 2, Worst::highest, "model ranks");
+  const std::string model_note = bound_rank_table(models, 5, Worst::highest, "model ranks");
   if (!model_note.empty()) doc.paragraph(model_note);
   doc.table(std::move(models));
   if (a.data_ranks.empty()) return;

@@ -254,6 +254,35 @@ void steady_state_paragraphs(ReportDocument& doc, const TrainAnalysis& a) {
   }
 }
 
+// AT SCALE: the model ranks per host (what a host's link or its neighbours do shows on all of
+// them): the slowest rank's busy p50 and the ranks' mean shares, bounded like a per-rank table
+// by the exposed all-reduce (the host whose ranks wait longest on the network).
+void host_section(ReportDocument& doc, const TrainAnalysis& a) {
+  struct Host {
+    size_t ranks = 0;
+    double busy_p50 = 0, input_wait = 0, allreduce_exposed = 0;
+  };
+  std::map<std::string, Host> hosts;
+  for (const auto& m : a.model_ranks) {
+    Host& h = hosts[m.host];
+    ++h.ranks;
+    h.busy_p50 = std::max(h.busy_p50, m.busy_seconds.p50);
+    h.input_wait += m.input_wait_fraction;
+    h.allreduce_exposed += m.allreduce_exposed_fraction;
+  }
+  doc.heading("Hosts (their model ranks; ms)");
+  DocumentTable table{{"host", "model ranks", "slowest busy p50", "input wait", "exposed all-reduce"}, numbers_after(1, 4),
+                      {}, {}};
+  for (const auto& [host, h] : hosts) {
+    const auto n = static_cast<double>(h.ranks);
+    table.rows.push_back({host, std::to_string(h.ranks), milliseconds(h.busy_p50), percent(h.input_wait / n),
+                          percent(h.allreduce_exposed / n)});
+  }
+  const std::string note = bound_rank_table(table, 4, Worst::highest, "hosts");
+  if (!note.empty()) doc.paragraph(note);
+  doc.table(std::move(table));
+}
+
 // The model role pooled, then each model rank (the GPU busy column only where some model rank
 // timed its GPU work).
 void model_sections(ReportDocument& doc, const TrainAnalysis& a) {
@@ -280,9 +309,10 @@ void model_sections(ReportDocument& doc, const TrainAnalysis& a) {
                           percent(m.input_wait_fraction), percent(m.allreduce_exposed_fraction)});
     if (gpu) ranks.rows.back().push_back(m.gpu_busy_fraction ? percent(*m.gpu_busy_fraction) : "-");
   }
-  const std::string note = bound_rank_table(ranks, 2, Worst::highest, "model ranks");
+  const std::string note = bound_rank_table(ranks, 5, Worst::highest, "model ranks");
   if (!note.empty()) doc.paragraph(note);
   doc.table(std::move(ranks));
+  if (a.model_ranks.size() > full_table_ranks) host_section(doc, a);
 }
 
 void data_rank_section(ReportDocument& doc, const TrainAnalysis& a) {
@@ -502,8 +532,8 @@ std::string bound_rank_table(DocumentTable& table, size_t key_column, Worst wors
   rows.resize(worst_ranks_shown);
   table.rows = {std::move(median_row), std::move(p95_row)};
   for (auto& row : rows) table.rows.push_back(std::move(row));
-  return fmt::format("{} {}: the median and p95 of each column over all of them, then the {} with the {} {} (every "
-                     "rank is in report.json).",
+  return fmt::format("{} {}: the median and p95 of each column over all of them, then the {} with the {} {} (report.json "
+                     "has every rank).",
                      n, what, worst_ranks_shown, worst == Worst::highest ? "highest" : "lowest", table.header[key_column]);
 }
 
