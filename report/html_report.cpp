@@ -396,9 +396,7 @@ void rank_tables(ReportDocument& doc, const TrainAnalysis& a) {
                            milliseconds(m.busy_seconds.p50), percent(m.input_wait_fraction),
                            percent(m.allreduce_exposed_fraction)});
   }
-  const std::string model_note = bound_rank_table(models, 5, Worst::highest, "model ranks");
-  if (!model_note.empty()) doc.paragraph(model_note);
-  doc.table(std::move(models));
+  rank_table(doc, std::move(models), 5, Worst::highest, "model ranks");
   if (a.data_ranks.empty()) return;
   doc.heading("Data ranks (share of the steady window)");
   DocumentTable data{{"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth",
@@ -410,9 +408,7 @@ void rank_tables(ReportDocument& doc, const TrainAnalysis& a) {
                          std::to_string(d.batches_sent),
                          d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-", from_storage_text(a, d)});
   }
-  const std::string data_note = bound_rank_table(data, 1, Worst::highest, "data ranks");
-  if (!data_note.empty()) doc.paragraph(data_note);
-  doc.table(std::move(data));
+  rank_table(doc, std::move(data), 1, Worst::highest, "data ranks");
 }
 
 void cpu_table(ReportDocument& doc, const TrainAnalysis& a) {
@@ -430,9 +426,7 @@ void cpu_table(ReportDocument& doc, const TrainAnalysis& a) {
                           c.storage_measured ? bytes_text(static_cast<double>(c.storage_read_bytes)) : "-",
                           c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
   }
-  const std::string note = bound_rank_table(table, 1, Worst::lowest, "ranks");
-  if (!note.empty()) doc.paragraph(note);
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 1, Worst::lowest, "ranks");
 }
 
 }  // namespace

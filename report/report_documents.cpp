@@ -151,9 +151,7 @@ void cpu_section(ReportDocument& doc, const std::vector<RankCpu>& ranks) {
                           std::to_string(c.involuntary_switches), storage_read_text(c),
                           c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
   }
-  const std::string note = bound_rank_table(table, 1, Worst::lowest, "ranks");
-  if (!note.empty()) doc.paragraph(note);
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 1, Worst::lowest, "ranks");
 }
 
 // The planned batches' padding per bucket (RUN_DIR/padding.json).
@@ -278,9 +276,7 @@ void host_section(ReportDocument& doc, const TrainAnalysis& a) {
     table.rows.push_back({host, std::to_string(h.ranks), milliseconds(h.busy_p50), percent(h.input_wait / n),
                           percent(h.allreduce_exposed / n)});
   }
-  const std::string note = bound_rank_table(table, 4, Worst::highest, "hosts");
-  if (!note.empty()) doc.paragraph(note);
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 4, Worst::highest, "hosts");
 }
 
 // The model role pooled, then each model rank (the GPU busy column only where some model rank
@@ -309,9 +305,7 @@ void model_sections(ReportDocument& doc, const TrainAnalysis& a) {
                           percent(m.input_wait_fraction), percent(m.allreduce_exposed_fraction)});
     if (gpu) ranks.rows.back().push_back(m.gpu_busy_fraction ? percent(*m.gpu_busy_fraction) : "-");
   }
-  const std::string note = bound_rank_table(ranks, 5, Worst::highest, "model ranks");
-  if (!note.empty()) doc.paragraph(note);
-  doc.table(std::move(ranks));
+  rank_table(doc, std::move(ranks), 5, Worst::highest, "model ranks");
   if (a.model_ranks.size() > full_table_ranks) host_section(doc, a);
 }
 
@@ -332,9 +326,7 @@ void data_rank_section(ReportDocument& doc, const TrainAnalysis& a) {
                           d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-",
                           d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-", from_storage_text(a, d)});
   }
-  const std::string note = bound_rank_table(table, 3, Worst::highest, "data ranks");
-  if (!note.empty()) doc.paragraph(note);
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 3, Worst::highest, "data ranks");
   doc.paragraph("from storage: the bytes the data rank fetched from block devices in the steady window (page-cache "
                 "misses), their share of the bytes it sent, and, from a 10% share, the rate over its readers' "
                 "cache_read time (docs/report.md, \"Slow cache storage\").");
@@ -355,9 +347,7 @@ void prep_rank_section(ReportDocument& doc, const PrepAnalysis& a) {
                           stage(Stage::features), stage(Stage::write),
                           r.rejects >= 0 ? std::to_string(r.rejects) : "-"});
   }
-  const std::string note = bound_rank_table(table, 3, Worst::lowest, "prep ranks");
-  if (!note.empty()) doc.paragraph(note);
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 3, Worst::lowest, "prep ranks");
 }
 
 void reject_section(ReportDocument& doc, const PrepAnalysis& a) {
@@ -495,9 +485,12 @@ std::string more_verdicts_text(const std::vector<StallVerdict>& verdicts) {
   return text;
 }
 
-std::string bound_rank_table(DocumentTable& table, size_t key_column, Worst worst, const std::string& what) {
+void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Worst worst, const std::string& what) {
   const size_t n = table.rows.size();
-  if (n <= full_table_ranks) return "";
+  if (n <= full_table_ranks) {
+    doc.table(std::move(table));
+    return;
+  }
   const size_t columns = table.header.size();
   std::vector<std::string> median_row(columns), p95_row(columns);
   median_row[0] = fmt::format("**median** ({} {})", n, what);
@@ -532,9 +525,11 @@ std::string bound_rank_table(DocumentTable& table, size_t key_column, Worst wors
   rows.resize(worst_ranks_shown);
   table.rows = {std::move(median_row), std::move(p95_row)};
   for (auto& row : rows) table.rows.push_back(std::move(row));
-  return fmt::format("{} {}: the median and p95 of each column over all of them, then the {} with the {} {} (report.json "
-                     "has every rank).",
-                     n, what, worst_ranks_shown, worst == Worst::highest ? "highest" : "lowest", table.header[key_column]);
+  doc.paragraph(fmt::format("{} {}: the median and p95 of each column over all of them, then the {} with the {} {} "
+                            "(report.json has every rank).",
+                            n, what, worst_ranks_shown, worst == Worst::highest ? "highest" : "lowest",
+                            table.header[key_column]));
+  doc.table(std::move(table));
 }
 
 json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts) {

@@ -49,11 +49,11 @@ inline constexpr size_t verdicts_shown = 8;
 // Which end of a table's key column is the bad one.
 enum class Worst { highest, lowest };
 
-// Bounds a per-rank table (AT SCALE): at most full_table_ranks rows, unchanged; otherwise rows
-// "median" and "p95" (every column whose cells are all numbers, "12.3%", "4.50", "7", written as
-// its cells are), then the worst_ranks_shown rows by `key_column`, worst first. Returns a
-// sentence saying so ("" when unchanged). `what`: the rows, "model ranks".
-std::string bound_rank_table(DocumentTable& table, size_t key_column, Worst worst, const std::string& what);
+// Adds a per-rank table to `doc`, bounded (AT SCALE): at most full_table_ranks rows, as given;
+// otherwise a sentence saying what it shows, then rows "median" and "p95" (every column whose
+// cells are all numbers, "12.3%", "4.50", "7", written as its cells are) and the
+// worst_ranks_shown rows by `key_column`, worst first. `what`: the rows, "model ranks".
+void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Worst worst, const std::string& what);
 
 // The verdicts past the first verdicts_shown, in one sentence: "12 more verdicts: straggler
 // (ranks 5, 9 and 3 more), ...; every one in report.json". "" when there are none.
