@@ -15,7 +15,7 @@ std::string stage_name(timing::Stage stage);  // "cache_read"
 std::string rank_list(const std::vector<int>& ranks);
 
 // The most names a verdict's text gives: the report at 4,096 ranks must still fit a screen.
-inline constexpr size_t named_at_most = 20;
+inline constexpr size_t named_at_most = 10;
 
 // A name and how much it matters to the rule that lists it (a host's exposed wait per step).
 struct NamedItem {
