@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "timing/timeline_file.h"
 #include "report/chrome_trace.h"
 #include "report/write_report.h"
 #include "synthetic_cluster.h"
@@ -133,6 +134,29 @@ TEST(ReportAtScale, FourThousandRanksOnFiveHundredHostsFitAScreen) {
   EXPECT_EQ(html.find("rank 4000 "), std::string::npos) << "no line or row per rank";
   EXPECT_NE(html.find("median of the model ranks"), std::string::npos);
   if (!HasFailure()) fs::remove_all(dir);  // 100 MB of timelines; kept to look at when it fails
+}
+
+// A prep job of 40 ranks, one slow: report.md's prep-rank table shows the median, the p95 and the
+// slowest ranks first; report.html's bars the median rank and the worst; report.json every rank.
+TEST(ReportAtScale, PrepRanksAboveTheThresholdShowTheDistributionAndTheSlowest) {
+  const fs::path dir = fs::path(SLUICE_REPORT_TEST_DIR) / "scale-prep-40";
+  fs::remove_all(dir);
+  for (const auto& t : testing::make_prep_timelines(40, 40, [](int rank) { return rank == 17 ? 3.0 : 1.0; })) {
+    timing::write_timeline(dir, t);
+  }
+  write_report(dir);
+  EXPECT_EQ(json::parse(read_file(dir / "report.json"))["ranks"].size(), 40u);
+  const std::string md = read_file(dir / "report.md");
+  const size_t table = md.find("40 prep ranks: the median and p95 of each column over all of them, then the 10 with "
+                               "the lowest rows/s");
+  ASSERT_NE(table, std::string::npos) << md;
+  const size_t median = md.find("| **median** (40 prep ranks) |", table);
+  const size_t slowest = md.find("| rank 17 ", table);
+  ASSERT_NE(median, std::string::npos) << md;
+  ASSERT_NE(slowest, std::string::npos) << md;
+  EXPECT_EQ(md.find("| rank", md.find("| **p95** |", median)), slowest) << "the slowest rank right after p95";
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_NE(html.find("Throughput per rank: the median of 40 ranks and the 10 with the smallest total"), std::string::npos);
 }
 
 // A small event budget: the trace keeps a window of consecutive steady steps within it, and says so.
