@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "report/report_text.h"
 #include "report/run_analysis.h"
 
 namespace sluice::report {
@@ -97,11 +98,11 @@ std::string culprit_reason(const HangFacts& h) {
                 " wrote no timeline: it died, was killed or never reached the end of the run"
           : fate.name + " (status " + fate.status + ", last step " + std::to_string(fate.last_step) +
                 (fate.error.empty() ? "" : ", error: " + fate.error) + ")";
-  std::string waiters;
+  std::vector<int> waiters;
   for (const auto& f : h.ranks) {
-    if (f.status == "failed" && f.waiting_for == h.culprit) waiters += (waiters.empty() ? "" : ", ") + std::to_string(f.rank);
+    if (f.status == "failed" && f.waiting_for == h.culprit) waiters.push_back(f.rank);
   }
-  if (!waiters.empty()) reason += "; ranks waiting for it: " + waiters;
+  if (!waiters.empty()) reason += "; ranks waiting for it: " + rank_list(waiters);
   return reason;
 }
 

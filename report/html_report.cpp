@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -157,6 +158,45 @@ std::string stacked_bars(const std::string& title, const std::vector<Bar>& bars,
   return html + "</svg>" + legend(keys);
 }
 
+// Above full_table_ranks bars (AT SCALE): one bar of each part's median over every bar, then the
+// worst_ranks_shown bars with the largest (Worst::highest) or smallest total, worst first; the
+// title says so.
+std::vector<Bar> bound_bars(std::vector<Bar> bars, Worst worst, std::string& title) {
+  if (bars.size() <= full_table_ranks) return bars;
+  const auto total = [](const Bar& b) {
+    double sum = 0;
+    for (const auto& part : b.parts) sum += part.second;
+    return sum;
+  };
+  Bar median{fmt::format("median of {} ranks", bars.size()), {}};
+  std::vector<std::string> keys;
+  for (const auto& b : bars) {
+    for (const auto& part : b.parts) {
+      if (std::find(keys.begin(), keys.end(), part.first) == keys.end()) keys.push_back(part.first);
+    }
+  }
+  for (const auto& key : keys) {
+    std::vector<double> values;
+    for (const auto& b : bars) {
+      double value = 0;
+      for (const auto& part : b.parts) {
+        if (part.first == key) value = part.second;
+      }
+      values.push_back(value);
+    }
+    std::nth_element(values.begin(), values.begin() + static_cast<long>(values.size() / 2), values.end());
+    median.parts.emplace_back(key, values[values.size() / 2]);
+  }
+  title += fmt::format(": the median of {} ranks and the {} with the {} total", bars.size(), worst_ranks_shown,
+                       worst == Worst::highest ? "largest" : "smallest");
+  std::stable_sort(bars.begin(), bars.end(), [&](const Bar& x, const Bar& y) {
+    return worst == Worst::highest ? total(x) > total(y) : total(x) < total(y);
+  });
+  bars.resize(worst_ranks_shown);
+  bars.insert(bars.begin(), median);
+  return bars;
+}
+
 std::string histogram(const std::string& title, const std::vector<double>& values, const std::string& x_label) {
   std::string html = "<h3>" + html_escape(title) + "</h3>";
   if (values.empty()) return html + "<p class='empty'>no data recorded</p>";
@@ -217,24 +257,66 @@ std::string page(const std::string& title, const std::string& body) {
 std::string verdict_boxes(const std::vector<StallVerdict>& verdicts) {
   std::string html;
   if (verdicts.empty()) html += "<div class='verdict none'>No rule fired.</div>";
-  for (const auto& v : verdicts) {
+  for (size_t i = 0; i < std::min(verdicts.size(), verdicts_shown); ++i) {
+    const StallVerdict& v = verdicts[i];
     const std::string severity(to_string(v.severity));
     html += fmt::format("<div class='verdict {}'><b>{} {}</b>: {}<div class='rec'>what to do: {}</div></div>",
                         severity.empty() ? "none" : severity, html_escape(v.title()), html_escape(severity),
                         html_escape(v.summary), html_escape(v.recommendation));
   }
+  const std::string more = more_verdicts_text(verdicts);
+  if (!more.empty()) html += "<p>" + html_escape(more) + "</p>";
   return html;
 }
 
 // Step time per model rank over the steps (and, when capped, the job's mean over every step).
+// Above full_table_ranks model ranks (report_documents.h, AT SCALE): per global step the median,
+// p95 and slowest of the model ranks' step times, and the worst_chart_ranks slowest ranks (by
+// median step) as their own lines; a chart of thousands of lines shows nothing.
+constexpr size_t worst_chart_ranks = 3;
+
+std::vector<Series> step_time_bands(const TrainAnalysis& a) {
+  std::map<int64_t, std::vector<double>> per_step;
+  for (const auto& m : a.model_ranks) {
+    for (const auto& r : m.steps) per_step[r.step].push_back(r.seconds);
+  }
+  Series median{"median of the model ranks", {}}, p95{"p95 of the model ranks", {}}, slowest{"slowest model rank", {}};
+  for (auto& [step, values] : per_step) {
+    std::sort(values.begin(), values.end());
+    const auto at = [&](double q) { return values[std::min(values.size() - 1, static_cast<size_t>(q * static_cast<double>(values.size())))]; };
+    median.points.emplace_back(static_cast<double>(step), at(0.5));
+    p95.points.emplace_back(static_cast<double>(step), at(0.95));
+    slowest.points.emplace_back(static_cast<double>(step), values.back());
+  }
+  std::vector<Series> bands = {median, p95, slowest};
+  std::vector<const ModelRankAnalysis*> worst;
+  for (const auto& m : a.model_ranks) worst.push_back(&m);
+  const size_t shown = std::min(worst_chart_ranks, worst.size());
+  std::partial_sort(worst.begin(), worst.begin() + static_cast<long>(shown), worst.end(),
+                    [](const auto* x, const auto* y) { return x->step_seconds.p50 > y->step_seconds.p50; });
+  for (size_t i = 0; i < shown; ++i) {
+    Series s{worst[i]->name, {}};
+    for (const auto& r : worst[i]->steps) s.points.emplace_back(static_cast<double>(r.step), r.seconds);
+    bands.push_back(s);
+  }
+  return bands;
+}
+
 std::string step_time_chart(const TrainAnalysis& a) {
   std::vector<Series> steps;
-  for (const auto& m : a.model_ranks) {
-    Series s{m.name, {}};
-    for (const auto& r : m.steps) s.points.emplace_back(static_cast<double>(r.step), r.seconds);
-    steps.push_back(s);
-  }
   std::string step_title = "Step time per model rank (grey: warm-up)";
+  if (a.model_ranks.size() > full_table_ranks) {
+    steps = step_time_bands(a);
+    step_title = fmt::format("Step time of {} model ranks: median, p95 and slowest per step, and the {} ranks with the "
+                             "slowest median step (grey: warm-up)",
+                             a.model_ranks.size(), worst_chart_ranks);
+  } else {
+    for (const auto& m : a.model_ranks) {
+      Series s{m.name, {}};
+      for (const auto& r : m.steps) s.points.emplace_back(static_cast<double>(r.step), r.seconds);
+      steps.push_back(s);
+    }
+  }
   if (a.steady.capped) {
     // The ranks' own series cover the analysed window; the whole run is the job's mean per step.
     Series whole{"mean of the model ranks, every step", {}};
@@ -243,6 +325,7 @@ std::string step_time_chart(const TrainAnalysis& a) {
     step_title = fmt::format("Step time: every step (mean of the model ranks) and each model rank's last {} steady "
                              "steps, which the verdicts cover (grey: warm-up and steps before them)",
                              max_analysed_steps);
+    if (a.model_ranks.size() > full_table_ranks) step_title += "; above " + std::to_string(full_table_ranks) + " ranks their median, p95, slowest and slowest ranks";
   }
   return line_chart(step_title, steps, "global step", "seconds", false,
                     a.steady.first_step >= 0 ? static_cast<double>(a.steady.first_step) : NAN);
@@ -256,7 +339,9 @@ std::string stage_charts(const TrainAnalysis& a) {
     for (const auto& [stage, breakdown] : m.stages) b.parts.emplace_back(stage_name(stage), 1000 * breakdown.per_step.mean);
     bars.push_back(b);
   }
-  std::string html = stacked_bars("Stage breakdown per model rank (mean per steady step)", bars, "ms");
+  std::string title = "Stage breakdown per model rank (mean per steady step)";
+  bars = bound_bars(std::move(bars), Worst::highest, title);
+  std::string html = stacked_bars(title, bars, "ms");
   std::vector<Bar> data_bars;
   for (const auto& d : a.data_ranks) {
     Bar b{d.name, {}};
@@ -266,7 +351,9 @@ std::string stage_charts(const TrainAnalysis& a) {
     }
     data_bars.push_back(b);
   }
-  if (!data_bars.empty()) html += stacked_bars("Data ranks' main thread (share of the steady window)", data_bars, "%");
+  std::string data_title = "Data ranks' main thread (share of the steady window)";
+  data_bars = bound_bars(std::move(data_bars), Worst::highest, data_title);
+  if (!data_bars.empty()) html += stacked_bars(data_title, data_bars, "%");
   return html;
 }
 
@@ -309,7 +396,7 @@ void rank_tables(ReportDocument& doc, const TrainAnalysis& a) {
                            milliseconds(m.busy_seconds.p50), percent(m.input_wait_fraction),
                            percent(m.allreduce_exposed_fraction)});
   }
-  doc.table(std::move(models));
+  rank_table(doc, std::move(models), 5, Worst::highest, "model ranks");
   if (a.data_ranks.empty()) return;
   doc.heading("Data ranks (share of the steady window)");
   DocumentTable data{{"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth",
@@ -321,7 +408,7 @@ void rank_tables(ReportDocument& doc, const TrainAnalysis& a) {
                          std::to_string(d.batches_sent),
                          d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-", from_storage_text(a, d)});
   }
-  doc.table(std::move(data));
+  rank_table(doc, std::move(data), 1, Worst::highest, "data ranks");
 }
 
 void cpu_table(ReportDocument& doc, const TrainAnalysis& a) {
@@ -339,7 +426,7 @@ void cpu_table(ReportDocument& doc, const TrainAnalysis& a) {
                           c.storage_measured ? bytes_text(static_cast<double>(c.storage_read_bytes)) : "-",
                           c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
   }
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 1, Worst::lowest, "ranks");
 }
 
 }  // namespace
@@ -380,8 +467,10 @@ std::string prep_report_html(const PrepAnalysis& a, const std::string& cache_dir
     stages.push_back(b);
     rows_seconds.insert(rows_seconds.end(), r.row_busy_seconds.begin(), r.row_busy_seconds.end());
   }
-  doc.raw(stacked_bars("Throughput per rank", throughput, "rows/s") +
-          stacked_bars("Stage seconds per rank (summed over threads)", stages, "s") +
+  std::string throughput_title = "Throughput per rank", stages_title = "Stage seconds per rank (summed over threads)";
+  throughput = bound_bars(std::move(throughput), Worst::lowest, throughput_title);
+  stages = bound_bars(std::move(stages), Worst::highest, stages_title);
+  doc.raw(stacked_bars(throughput_title, throughput, "rows/s") + stacked_bars(stages_title, stages, "s") +
           histogram("Seconds per row (decode + resample + features + write)", rows_seconds, "seconds"));
   if (!a.reject_reasons.empty()) {
     DocumentTable rejects{{"reason", "rows"}, {}, {}, {}};

@@ -1,6 +1,10 @@
 #include "report/report_documents.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <optional>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -90,12 +94,41 @@ void verdict_section(ReportDocument& doc, const std::vector<StallVerdict>& verdi
   doc.heading("Verdict");
   if (verdicts.empty()) doc.paragraph("No rule fired: neither input-, compute- nor communication-bound beyond the thresholds.");
   std::vector<DocumentListItem> items;
-  for (const auto& v : verdicts) {
+  for (size_t i = 0; i < std::min(verdicts.size(), verdicts_shown); ++i) {
+    const StallVerdict& v = verdicts[i];
     const std::string severity(to_string(v.severity));
     items.push_back({"**" + v.title() + (severity.empty() ? "" : " " + severity) + "**: " + v.summary,
                      {"what to do: " + v.recommendation}});
   }
+  const std::string more = more_verdicts_text(verdicts);
+  if (!more.empty()) items.push_back({more, {}});
   doc.list(std::move(items));
+}
+
+// A table cell read as a number: "12.3%", "4.50", "7", "1.2 MB/s"; nullopt for "-", names, lists.
+struct CellNumber {
+  double value = 0;
+  int decimals = 0;
+  std::string suffix;
+};
+
+std::optional<CellNumber> cell_number(const std::string& cell) {
+  if (cell.empty() || !(std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-')) return std::nullopt;
+  char* end = nullptr;
+  const double value = std::strtod(cell.c_str(), &end);
+  if (end == cell.c_str() || !std::isfinite(value)) return std::nullopt;
+  const std::string number(cell.c_str(), static_cast<size_t>(end - cell.c_str()));
+  const std::string suffix(end);
+  if (!suffix.empty() && suffix != "%" && suffix[0] != ' ') return std::nullopt;  // "1,2": a list
+  const size_t dot = number.find('.');
+  return CellNumber{value, dot == std::string::npos ? 0 : static_cast<int>(number.size() - dot - 1), suffix};
+}
+
+// The q-quantile (nearest rank) of sorted values.
+double nearest_rank(const std::vector<double>& sorted, double q) {
+  const auto n = static_cast<double>(sorted.size());
+  const auto i = static_cast<size_t>(std::max(1.0, std::ceil(q * n)) - 1);
+  return sorted[std::min(i, sorted.size() - 1)];
 }
 
 // Whether each rank got the CPU (the timeline's resources; cpu_analysis.h), and what it fetched
@@ -118,7 +151,7 @@ void cpu_section(ReportDocument& doc, const std::vector<RankCpu>& ranks) {
                           std::to_string(c.involuntary_switches), storage_read_text(c),
                           c.storage_read_seconds > 0 ? fmt::format("{:.2f}", c.storage_cpu_cores()) : "-"});
   }
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 1, Worst::lowest, "ranks");
 }
 
 // The planned batches' padding per bucket (RUN_DIR/padding.json).
@@ -159,13 +192,37 @@ void fate_section(ReportDocument& doc, const HangFacts& h) {
   if (!h.any) return;
   doc.heading("Ranks at the end");
   DocumentTable table{{"rank", "status", "waiting for", "last step", "error"}, {}, {}, {}};
+  // AT SCALE (report_documents.h): above full_table_ranks ranks, the ranks that did not finish,
+  // the culprit first, up to worst_ranks_shown, and a count per status.
+  const bool bounded = h.ranks.size() > full_table_ranks;
+  std::vector<const RankFate*> shown;
+  std::map<std::string, size_t> statuses;
   for (const auto& f : h.ranks) {
-    table.rows.push_back({f.name, f.status, f.waiting_for >= 0 ? std::to_string(f.waiting_for) : "-",
-                          std::to_string(f.last_step), f.error});
+    ++statuses[f.status];
+    if (!bounded || f.status != "finished") shown.push_back(&f);
+  }
+  if (bounded) {
+    std::stable_partition(shown.begin(), shown.end(), [&](const RankFate* f) { return f->rank == h.culprit; });
+    std::string counts;
+    for (const auto& [status, count] : statuses) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", count, status);
+    doc.paragraph(fmt::format("{} ranks: {}. Below, the culprit and the first {} ranks that did not finish (every rank "
+                              "is in report.json's hang.ranks).",
+                              h.ranks.size(), counts, worst_ranks_shown));
+    if (shown.size() > worst_ranks_shown) shown.resize(worst_ranks_shown);
+  }
+  for (const RankFate* f : shown) {
+    table.rows.push_back({f->name, f->status, f->waiting_for >= 0 ? std::to_string(f->waiting_for) : "-",
+                          std::to_string(f->last_step), f->error});
   }
   doc.table(std::move(table));
   std::vector<DocumentListItem> channels;
-  for (const auto& m : h.channel_mismatches) channels.push_back({"channel: " + m, {}});
+  const size_t listed = h.channel_mismatches.size() > full_table_ranks ? worst_ranks_shown : h.channel_mismatches.size();
+  for (size_t i = 0; i < listed; ++i) channels.push_back({"channel: " + h.channel_mismatches[i], {}});
+  if (listed < h.channel_mismatches.size()) {
+    channels.push_back({fmt::format("and {} more channel mismatches (report.json's hang.channel_mismatches)",
+                                    h.channel_mismatches.size() - listed),
+                        {}});
+  }
   doc.list(std::move(channels));
 }
 
@@ -195,6 +252,33 @@ void steady_state_paragraphs(ReportDocument& doc, const TrainAnalysis& a) {
   }
 }
 
+// AT SCALE: the model ranks per host (what a host's link or its neighbours do shows on all of
+// them): the slowest rank's busy p50 and the ranks' mean shares, bounded like a per-rank table
+// by the exposed all-reduce (the host whose ranks wait longest on the network).
+void host_section(ReportDocument& doc, const TrainAnalysis& a) {
+  struct Host {
+    size_t ranks = 0;
+    double busy_p50 = 0, input_wait = 0, allreduce_exposed = 0;
+  };
+  std::map<std::string, Host> hosts;
+  for (const auto& m : a.model_ranks) {
+    Host& h = hosts[m.host];
+    ++h.ranks;
+    h.busy_p50 = std::max(h.busy_p50, m.busy_seconds.p50);
+    h.input_wait += m.input_wait_fraction;
+    h.allreduce_exposed += m.allreduce_exposed_fraction;
+  }
+  doc.heading("Hosts (their model ranks; ms)");
+  DocumentTable table{{"host", "model ranks", "slowest busy p50", "input wait", "exposed all-reduce"}, numbers_after(1, 4),
+                      {}, {}};
+  for (const auto& [host, h] : hosts) {
+    const auto n = static_cast<double>(h.ranks);
+    table.rows.push_back({host, std::to_string(h.ranks), milliseconds(h.busy_p50), percent(h.input_wait / n),
+                          percent(h.allreduce_exposed / n)});
+  }
+  rank_table(doc, std::move(table), 4, Worst::highest, "hosts");
+}
+
 // The model role pooled, then each model rank (the GPU busy column only where some model rank
 // timed its GPU work).
 void model_sections(ReportDocument& doc, const TrainAnalysis& a) {
@@ -221,7 +305,8 @@ void model_sections(ReportDocument& doc, const TrainAnalysis& a) {
                           percent(m.input_wait_fraction), percent(m.allreduce_exposed_fraction)});
     if (gpu) ranks.rows.back().push_back(m.gpu_busy_fraction ? percent(*m.gpu_busy_fraction) : "-");
   }
-  doc.table(std::move(ranks));
+  rank_table(doc, std::move(ranks), 5, Worst::highest, "model ranks");
+  if (a.model_ranks.size() > full_table_ranks) host_section(doc, a);
 }
 
 void data_rank_section(ReportDocument& doc, const TrainAnalysis& a) {
@@ -241,7 +326,7 @@ void data_rank_section(ReportDocument& doc, const TrainAnalysis& a) {
                           d.queue_depth_mean ? fmt::format("{:.2f}", *d.queue_depth_mean) : "-",
                           d.credits_mean ? fmt::format("{:.2f}", *d.credits_mean) : "-", from_storage_text(a, d)});
   }
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 3, Worst::highest, "data ranks");
   doc.paragraph("from storage: the bytes the data rank fetched from block devices in the steady window (page-cache "
                 "misses), their share of the bytes it sent, and, from a 10% share, the rate over its readers' "
                 "cache_read time (docs/report.md, \"Slow cache storage\").");
@@ -262,7 +347,7 @@ void prep_rank_section(ReportDocument& doc, const PrepAnalysis& a) {
                           stage(Stage::features), stage(Stage::write),
                           r.rejects >= 0 ? std::to_string(r.rejects) : "-"});
   }
-  doc.table(std::move(table));
+  rank_table(doc, std::move(table), 3, Worst::lowest, "prep ranks");
 }
 
 void reject_section(ReportDocument& doc, const PrepAnalysis& a) {
@@ -369,8 +454,82 @@ std::string gpu_busy_text(const TrainAnalysis& a) {
 
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts) {
   std::string text;
-  for (const auto& v : verdicts) text += v.headline() + "\n  -> " + v.recommendation + "\n";
+  for (size_t i = 0; i < std::min(verdicts.size(), verdicts_shown); ++i) {
+    text += verdicts[i].headline() + "\n  -> " + verdicts[i].recommendation + "\n";
+  }
+  const std::string more = more_verdicts_text(verdicts);
+  return more.empty() ? text : text + more + "\n";
+}
+
+std::string more_verdicts_text(const std::vector<StallVerdict>& verdicts) {
+  if (verdicts.size() <= verdicts_shown) return "";
+  // Per kind, in the order the verdicts come (most severe first): how many and the ranks named.
+  std::vector<std::pair<std::string, std::vector<int>>> kinds;
+  std::vector<size_t> counts;
+  for (size_t i = verdicts_shown; i < verdicts.size(); ++i) {
+    const std::string title = verdicts[i].title();
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == title; });
+    if (it == kinds.end()) {
+      kinds.push_back({title, {}});
+      counts.push_back(0);
+      it = kinds.end() - 1;
+    }
+    ++counts[static_cast<size_t>(it - kinds.begin())];
+    if (verdicts[i].rank >= 0) it->second.push_back(verdicts[i].rank);
+  }
+  std::string text = fmt::format("and {} more verdicts (every one in report.json): ", verdicts.size() - verdicts_shown);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    text += fmt::format("{}{} x{}", k > 0 ? "; " : "", kinds[k].first, counts[k]);
+    if (!kinds[k].second.empty()) text += " (ranks " + rank_list(kinds[k].second) + ")";
+  }
   return text;
+}
+
+void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Worst worst, const std::string& what) {
+  const size_t n = table.rows.size();
+  if (n <= full_table_ranks) {
+    doc.table(std::move(table));
+    return;
+  }
+  const size_t columns = table.header.size();
+  std::vector<std::string> median_row(columns), p95_row(columns);
+  median_row[0] = fmt::format("**median** ({} {})", n, what);
+  p95_row[0] = "**p95**";
+  for (size_t c = 1; c < columns; ++c) {
+    std::vector<double> values;
+    std::optional<CellNumber> format;
+    bool numeric = true;
+    for (const auto& row : table.rows) {
+      const auto number = c < row.size() ? cell_number(row[c]) : std::nullopt;
+      if (!number || (format && number->suffix != format->suffix)) {
+        numeric = false;
+        break;
+      }
+      if (!format || number->decimals > format->decimals) format = number;
+      values.push_back(number->value);
+    }
+    if (!numeric || values.empty()) continue;
+    std::sort(values.begin(), values.end());
+    const auto text = [&](double value) { return fmt::format("{:.{}f}{}", value, format->decimals, format->suffix); };
+    median_row[c] = text(nearest_rank(values, 0.5));
+    p95_row[c] = text(nearest_rank(values, 0.95));
+  }
+  // The worst rows by the key column, worst first (rows whose key is no number last).
+  const auto key = [&](const std::vector<std::string>& row) {
+    const auto number = key_column < row.size() ? cell_number(row[key_column]) : std::nullopt;
+    if (!number) return -HUGE_VAL;
+    return worst == Worst::highest ? number->value : -number->value;
+  };
+  std::vector<std::vector<std::string>> rows = std::move(table.rows);
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return key(a) > key(b); });
+  rows.resize(worst_ranks_shown);
+  table.rows = {std::move(median_row), std::move(p95_row)};
+  for (auto& row : rows) table.rows.push_back(std::move(row));
+  doc.paragraph(fmt::format("{} {}: the median and p95 of each column over all of them, then the {} with the {} {} "
+                            "(report.json has every rank).",
+                            n, what, worst_ranks_shown, worst == Worst::highest ? "highest" : "lowest",
+                            table.header[key_column]));
+  doc.table(std::move(table));
 }
 
 json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts) {

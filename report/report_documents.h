@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/prep_analysis.h"
+#include "report/report_document.h"
 #include "report/run_analysis.h"
 #include "report/stall_verdicts.h"
 
@@ -34,6 +35,29 @@ std::string capped_window_text(const TrainAnalysis& analysis);
 // The headline of a run with GPU model ranks: "GPU busy 97.1% of the model ranks' steady time
 // (CUDA events ...; least busy: rank 2 ... at 95.0%)"; empty when no model rank timed its GPU.
 std::string gpu_busy_text(const TrainAnalysis& analysis);
+
+// AT SCALE. Up to full_table_ranks ranks, report.md and report.html show a row per rank (and a
+// chart line or bar per rank), as they always have; above it, each per-rank table shows the
+// distribution (median and p95 of every numeric column) and the worst_ranks_shown ranks by the
+// column that matters for it, and says how many it left out. report.json keeps every rank.
+inline constexpr size_t full_table_ranks = 32;
+inline constexpr size_t worst_ranks_shown = 10;
+// The most verdicts written out in full; the rest are counted by kind with their ranks named
+// (named_list), so the verdict section of a 4,096-rank run fits a screen.
+inline constexpr size_t verdicts_shown = 8;
+
+// Which end of a table's key column is the bad one.
+enum class Worst { highest, lowest };
+
+// Adds a per-rank table to `doc`, bounded (AT SCALE): at most full_table_ranks rows, as given;
+// otherwise a sentence saying what it shows, then rows "median" and "p95" (every column whose
+// cells are all numbers, "12.3%", "4.50", "7", written as its cells are) and the
+// worst_ranks_shown rows by `key_column`, worst first. `what`: the rows, "model ranks".
+void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Worst worst, const std::string& what);
+
+// The verdicts past the first verdicts_shown, in one sentence: "12 more verdicts: straggler
+// (ranks 5, 9 and 3 more), ...; every one in report.json". "" when there are none.
+std::string more_verdicts_text(const std::vector<StallVerdict>& verdicts);
 
 // The lines a launcher prints: one per verdict, with its recommendation.
 std::string verdict_lines(const std::vector<StallVerdict>& verdicts);

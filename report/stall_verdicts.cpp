@@ -282,26 +282,33 @@ StallVerdict communication_verdict(const TrainAnalysis& a, bool model_straggler)
 // once every rank waits inside the reduction, it moves at network speed.
 void allreduce_cause(const TrainAnalysis& a, bool model_straggler, double bytes_per_step, double exposed_per_step,
                      double baseline_step_s, StallVerdict& v) {
-  std::set<std::string> host_set;
+  // Each host with the longest exposed wait per step of its model ranks: the order in which a
+  // large run's text names them (named_list).
+  std::map<std::string, double> host_wait;
   double least = -1, most = 0;
   for (const auto& m : a.model_ranks) {
-    host_set.insert(m.host);
     const auto it = m.stages.find(Stage::allreduce_exposed);
     const double per_step = it != m.stages.end() && m.steady_steps > 0
                                 ? it->second.per_step.total / static_cast<double>(m.steady_steps)
                                 : 0;
+    double& wait = host_wait[m.host];
+    wait = std::max(wait, per_step);
     least = least < 0 ? per_step : std::min(least, per_step);
     most = std::max(most, per_step);
   }
-  const std::vector<std::string> hosts(host_set.begin(), host_set.end());
+  std::vector<std::string> hosts;
+  std::vector<NamedItem> named_hosts;
+  for (const auto& [host, wait] : host_wait) {
+    hosts.push_back(host);
+    named_hosts.push_back({host, wait});
+  }
   const bool even = most > 0 && least >= allreduce_even_share * most;
   const bool skew = !even || descheduled_model_rank(a) != nullptr || model_straggler;
   const double effective = exposed_per_step > 0 ? bytes_per_step / exposed_per_step : 0;
   v.numbers["hosts"] = hosts;
   v.numbers["exposed_least_seconds_per_step"] = std::max(0.0, least);
   v.numbers["exposed_most_seconds_per_step"] = most;
-  std::string host_list;
-  for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ", ") + h;
+  const std::string host_list = named_list(named_hosts);
   const char* hide = "hide more of the all-reduce under backward (more, smaller gradient buckets start earlier), "
                      "accumulate gradients over more micro-steps (optim.accumulation) or use a larger batch per rank "
                      "so that each step communicates less per sample";

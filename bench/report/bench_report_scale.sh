@@ -7,6 +7,9 @@
 #   STEPS=300         steps of the synthetic template
 #   STRETCH=K         the template K times over in steps (make_synthetic_run --stretch: a 300-step
 #                     template run as a 3,000-step one), for the report's memory against run length
+#   MAKE_ARGS="..."   more make_synthetic_run options: "--straggler 1000000" plants no model straggler (a
+#                     rank past the world), so that a real template's communication-bound verdict
+#                     names the hosts (the case of issue 30: docs/performance.md, "The report's words at scale")
 #   WORK=/tmp/...     where the run directories go (about 150 KB per rank; removed at the end)
 #   BASELINE=BINARY   also time this `sluice` (another build) on the same directories, each run
 #                     right after the build's own, so both see the same load (rows marked "base"),
@@ -14,7 +17,9 @@
 #                     byte for byte (cmp; a line "same" or "DIFFERENT" per file)
 #
 # report_s is wall time; cpu_s is user + system CPU time, which moves less with the machine's
-# load (the threads that read ahead add CPU time on every core but shorten the wall).
+# load (the threads that read ahead add CPU time on every core but shorten the wall). md_lines is
+# report.md's length; verdict_lines the lines of its verdict section and hosts_named the distinct
+# hosts (node-N) it names (docs/report.md, "At scale").
 set -euo pipefail
 build=${1:-build}
 shift || true
@@ -24,8 +29,9 @@ work=${WORK:-$(mktemp -d /tmp/sluice-bench-report.XXXXXX)}
 from=()
 [ -n "${TEMPLATE:-}" ] && from=(--from "$TEMPLATE")
 [ -n "${STRETCH:-}" ] && from+=(--stretch "$STRETCH")
-printf '%6s %5s %10s %10s %8s %12s %12s %12s %12s %s\n' ranks build timeline_MB report_s cpu_s peak_RSS_MB trace_MB \
-  json_MB per_rank_ms planted
+[ -n "${MAKE_ARGS:-}" ] && read -r -a extra <<< "$MAKE_ARGS" && from+=("${extra[@]}")
+printf '%6s %5s %10s %10s %8s %12s %12s %12s %12s %8s %13s %11s %s\n' ranks build timeline_MB report_s cpu_s peak_RSS_MB \
+  trace_MB json_MB per_rank_ms md_lines verdict_lines hosts_named planted
 # One `sluice report` on DIR, timed: prints a row of the table.
 time_report() {
   local binary=$1 label=$2 n=$3 dir=$4 size=$5 planted=$6
@@ -36,9 +42,13 @@ time_report() {
   json_mb=$(awk -v b="$(stat -c %s "$dir/report.json")" 'BEGIN { printf "%.1f", b / 1e6 }')
   local named
   named=$(grep -c '^straggler' "$work/report-$n.txt" || true)
-  printf '%6s %5s %10s %10s %8s %12s %12s %12s %12s %s (%s straggler verdicts)\n' "$n" "$label" "$size" "$seconds" \
-    "$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.1f", u + s }')" $((kb / 1024)) "$trace" "$json_mb" \
-    "$(awk -v s="$seconds" -v n="$n" 'BEGIN { printf "%.1f", 1000 * s / n }')" "$planted" "$named"
+  local verdict
+  verdict=$(awk '/^## Verdict/ { on = 1 } /^Steady state/ { on = 0 } on' "$dir/report.md")
+  printf '%6s %5s %10s %10s %8s %12s %12s %12s %12s %8s %13s %11s %s (%s straggler verdicts)\n' "$n" "$label" "$size" \
+    "$seconds" "$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.1f", u + s }')" $((kb / 1024)) "$trace" "$json_mb" \
+    "$(awk -v s="$seconds" -v n="$n" 'BEGIN { printf "%.1f", 1000 * s / n }')" "$(wc -l < "$dir/report.md")" \
+    "$(printf '%s\n' "$verdict" | wc -l)" "$(printf '%s\n' "$verdict" | grep -o 'node-[0-9]*' | sort -u | wc -l)" \
+    "$planted" "$named"
 }
 for n in "${ranks[@]}"; do
   dir="$work/run-$n"

@@ -32,6 +32,10 @@ struct ClusterPlan {
   double straggler_share = 0.4;    // extra forward seconds, as a share of the template's median step
   int slow_data_rank = -1;         // a data rank; -1: none
   double slow_data_share = 0.3;    // each of its cache_read spans longer by this share of the median step
+  // A host (group index: host "node-g") whose model ranks wait longer in the all-reduce: each of
+  // their allreduce_exposed spans longer by this share of the median step; -1: none.
+  int slow_host = -1;
+  double slow_host_share = 0.1;
   double jitter = 0.02;            // +- share on every span's duration
   int64_t max_skew_ns = 2'000'000;  // +- clock skew per rank, recorded as its offset
   uint64_t seed = 1;
@@ -282,6 +286,11 @@ inline void write_synthetic_cluster(const std::vector<timing::RankTimeline>& tmp
                                      : shape.template_models.at(static_cast<size_t>(position - 1));
     timing::RankTimeline t = detail::clone_for(*by_rank.at(from), rank, plan.ranks, shape, base);
     if (rank == plan.straggler_rank) detail::plant_straggler(t, static_cast<int64_t>(plan.straggler_share * step * 1e9));
+    if (plan.slow_host >= 0 && base / shape.group_size == plan.slow_host && !shape.is_data(rank)) {
+      for (auto& s : t.spans) {
+        if (s.stage == timing::Stage::allreduce_exposed) s.start_ns -= static_cast<int64_t>(plan.slow_host_share * step * 1e9);
+      }
+    }
     if (rank == plan.slow_data_rank) {
       for (auto& s : t.spans) {
         if (s.stage == timing::Stage::cache_read) {

@@ -2,6 +2,7 @@
 // report, the error for a directory without timelines, and report.html in headless Chromium.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include "common/error.h"
 #include "common/file_util.h"
 #include "report/chrome_trace.h"
+#include "report/report_documents.h"
+#include "report/report_text.h"
 #include "report/write_report.h"
 #include "tests/report/synthetic_run.h"
 
@@ -329,6 +332,57 @@ TEST(ReportHtml, PrepPageRunsInHeadlessChromium) {
   for (const auto& t : testing::make_prep_timelines(2, 30, [](int) { return 1.0; })) timing::write_timeline(dir, t);
   write_prep_report(dir);
   check_in_chromium(dir / "report.html", fs::path(SLUICE_REPORT_TEST_DIR) / "report-prep.png");
+}
+
+}  // namespace
+}  // namespace sluice::report
+
+namespace sluice::report {
+namespace {
+
+// named_list (report_text.h): a short list as given; a long one its heaviest named_at_most,
+// heaviest first, and a count of the rest.
+TEST(ReportText, NamedListNamesTheHeaviestAndCountsTheRest) {
+  EXPECT_EQ(named_list({{"b", 1}, {"a", 2}}), "b, a");
+  EXPECT_EQ(rank_list({3, 1, 2}), "3, 1, 2");
+  EXPECT_EQ(rank_list({}), "none");
+  std::vector<NamedItem> hosts;
+  for (int h = 0; h < 512; ++h) hosts.push_back({"node-" + std::to_string(h), h == 300 ? 9.0 : 1.0});
+  const std::string list = named_list(hosts);
+  EXPECT_EQ(list.rfind("node-300, node-0, node-1, ", 0), 0u) << list;
+  EXPECT_NE(list.find(", node-8 and 502 more"), std::string::npos) << list;
+  EXPECT_EQ(std::count(list.begin(), list.end(), ','), static_cast<long>(named_at_most) - 1);
+  std::vector<int> ranks(100);
+  for (int r = 0; r < 100; ++r) ranks[static_cast<size_t>(r)] = r;
+  const std::string waiters = rank_list(ranks);
+  EXPECT_EQ(waiters.rfind("0, 1, 2, ", 0), 0u) << waiters;
+  EXPECT_EQ(waiters.substr(waiters.size() - 16), "8, 9 and 90 more") << waiters;
+}
+
+// rank_table (report_documents.h): up to full_table_ranks rows as given; above, the median and
+// p95 of each numeric column written as its cells are, then the worst rows by the key.
+TEST(ReportText, RankTableAboveTheThresholdShowsTheDistributionAndTheWorst) {
+  DocumentTable small{{"rank", "ms"}, {}, {{"rank 0", "1.0"}, {"rank 1", "2.0"}}, {}};
+  ReportDocument few;
+  rank_table(few, small, 1, Worst::highest, "ranks");
+  ASSERT_EQ(few.blocks().size(), 1u);
+  EXPECT_EQ(few.blocks()[0].table.rows, small.rows);
+
+  DocumentTable large{{"rank", "ms", "share", "feeds"}, {}, {}, {}};
+  for (int r = 0; r < 100; ++r) {
+    large.rows.push_back({"rank " + std::to_string(r), std::to_string(r) + ".0", std::to_string(100 - r) + "%", "1,2"});
+  }
+  ReportDocument many;
+  rank_table(many, large, 2, Worst::lowest, "ranks");
+  ASSERT_EQ(many.blocks().size(), 2u);
+  EXPECT_NE(many.blocks()[0].text.find("100 ranks: the median and p95"), std::string::npos);
+  EXPECT_NE(many.blocks()[0].text.find("the 10 with the lowest share"), std::string::npos);
+  const auto& rows = many.blocks()[1].table.rows;
+  ASSERT_EQ(rows.size(), 2 + worst_ranks_shown);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"**median** (100 ranks)", "49.0", "50%", ""}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"**p95**", "94.0", "95%", ""}));
+  EXPECT_EQ(rows[2][0], "rank 99");  // share 1%: the lowest
+  EXPECT_EQ(rows.back()[0], "rank 90");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // against the rank count is a benchmark (bench/report/bench_report_scale.sh), not asserted here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "timing/timeline_file.h"
 #include "report/chrome_trace.h"
 #include "report/write_report.h"
 #include "synthetic_cluster.h"
@@ -73,6 +75,89 @@ TEST_P(ReportAtScale, NamesThePlantedRanksAndBoundsTheTrace) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ReportAtScale, ::testing::Values(256, 1024),
                          [](const ::testing::TestParamInfo<int>& param) { return std::to_string(param.param) + "ranks"; });
+
+// AT SCALE (report_documents.h): 4,096 ranks on 512 hosts, every model rank waiting on the
+// all-reduce far beyond its baseline and one host's ranks longest. The verdict section fits a
+// screen and names that host first, at most named_at_most hosts, and counts the rest; the per-rank
+// tables show the distribution and the worst ranks; report.json keeps every rank.
+TEST(ReportAtScale, FourThousandRanksOnFiveHundredHostsFitAScreen) {
+  testing::SyntheticTrain small;
+  small.model_ranks = 7;  // a group of 8 ranks per host
+  small.steps = 40;
+  small.allreduce = 0.02;
+  auto tmpl = testing::make_train_timelines(small);
+  for (auto& t : tmpl) t.summary["allreduce_baseline_bytes_per_s"] = 1e9;
+  testing::ClusterPlan plan;
+  plan.ranks = 4096;
+  plan.slow_host = 300;
+  const fs::path dir = fs::path(SLUICE_REPORT_TEST_DIR) / "scale-4096-hosts";
+  fs::remove_all(dir);
+  testing::write_synthetic_cluster(tmpl, plan, dir);
+  write_train_report(dir);
+
+  const json report = json::parse(read_file(dir / "report.json"));
+  EXPECT_EQ(report["model_ranks"].size() + report["data_ranks"].size(), 4096u);
+  const json* comm = nullptr;
+  for (const auto& v : report["verdicts"]) {
+    if (v["kind"] == "communication_bound") comm = &v;
+  }
+  ASSERT_NE(comm, nullptr) << report["verdicts"].dump();
+  EXPECT_EQ((*comm)["numbers"]["cause"], "network_slower_than_baseline");
+  EXPECT_EQ((*comm)["numbers"]["hosts"].size(), 512u) << "report.json names every host";
+
+  const std::string md = read_file(dir / "report.md");
+  const size_t from = md.find("## Verdict\n");
+  ASSERT_NE(from, std::string::npos);
+  const std::string section = md.substr(from, md.find("\nSteady state:", from) - from);
+  EXPECT_LE(std::count(section.begin(), section.end(), '\n'), 40) << section;
+  EXPECT_NE(section.find("hosts node-300, "), std::string::npos) << "the slowest host first: " << section;
+  EXPECT_NE(section.find(" and 502 more"), std::string::npos) << section;
+  // Each text that lists hosts names at most named_at_most of them.
+  std::set<std::string> named;
+  for (size_t at = section.find("node-"); at != std::string::npos; at = section.find("node-", at + 1)) {
+    named.insert(section.substr(at, section.find_first_not_of("0123456789", at + 5) - at));
+  }
+  EXPECT_LE(named.size(), named_at_most) << section;
+  EXPECT_TRUE(named.count("node-300"));
+
+  // The per-rank tables: the distribution and the worst ranks, not 4,096 rows.
+  EXPECT_LT(std::count(md.begin(), md.end(), '\n'), 150) << md;
+  EXPECT_NE(md.find("3584 model ranks: the median and p95 of each column over all of them, then the 10 with the highest busy p50 (report.json has every rank)"), std::string::npos);
+  EXPECT_NE(md.find("| **median** (3584 model ranks) |"), std::string::npos);
+  // Per host: the slow host's ranks wait longest on the all-reduce, so it heads the hosts table.
+  const size_t hosts = md.find("## Hosts");
+  ASSERT_NE(hosts, std::string::npos);
+  EXPECT_NE(md.find("512 hosts: the median and p95", hosts), std::string::npos);
+  EXPECT_NE(md.find("| **p95** |", hosts), std::string::npos);
+  EXPECT_NE(md.find("|\n| node-300 | 7 |", hosts), std::string::npos) << md.substr(hosts, 1500);
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_EQ(html.find("rank 4000 "), std::string::npos) << "no line or row per rank";
+  EXPECT_NE(html.find("median of the model ranks"), std::string::npos);
+  if (!HasFailure()) fs::remove_all(dir);  // 100 MB of timelines; kept to look at when it fails
+}
+
+// A prep job of 40 ranks, one slow: report.md's prep-rank table shows the median, the p95 and the
+// slowest ranks first; report.html's bars the median rank and the worst; report.json every rank.
+TEST(ReportAtScale, PrepRanksAboveTheThresholdShowTheDistributionAndTheSlowest) {
+  const fs::path dir = fs::path(SLUICE_REPORT_TEST_DIR) / "scale-prep-40";
+  fs::remove_all(dir);
+  for (const auto& t : testing::make_prep_timelines(40, 40, [](int rank) { return rank == 17 ? 3.0 : 1.0; })) {
+    timing::write_timeline(dir, t);
+  }
+  write_report(dir);
+  EXPECT_EQ(json::parse(read_file(dir / "report.json"))["ranks"].size(), 40u);
+  const std::string md = read_file(dir / "report.md");
+  const size_t table = md.find("40 prep ranks: the median and p95 of each column over all of them, then the 10 with "
+                               "the lowest rows/s");
+  ASSERT_NE(table, std::string::npos) << md;
+  const size_t median = md.find("| **median** (40 prep ranks) |", table);
+  const size_t slowest = md.find("| rank 17 ", table);
+  ASSERT_NE(median, std::string::npos) << md;
+  ASSERT_NE(slowest, std::string::npos) << md;
+  EXPECT_EQ(md.find("| rank", md.find("| **p95** |", median)), slowest) << "the slowest rank right after p95";
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_NE(html.find("Throughput per rank: the median of 40 ranks and the 10 with the smallest total"), std::string::npos);
+}
 
 // A small event budget: the trace keeps a window of consecutive steady steps within it, and says so.
 TEST(TraceSelection, AWindowOfStepsKeepsTheTraceUnderItsEventBudget) {
