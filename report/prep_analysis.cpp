@@ -13,7 +13,7 @@ bool is_prep_stage(Stage stage) { return std::find(prep_stages.begin(), prep_sta
 
 // A prep job that stopped on an error (a full or read-only disk, a bug): rank 0's summary names
 // the reason (environment_error or failed), the rank, its host and the error text, which carries
-// the file (runtime/prep/prep_job.cpp).
+// the file (runtime/prep/finalize.cpp).
 StallVerdict error_stop_verdict(const PrepAnalysis& a, const nlohmann::json& summary) {
   const std::string reason = summary.value("stop_reason", "failed");
   const std::string error = summary.value("error", "");
@@ -37,7 +37,7 @@ StallVerdict error_stop_verdict(const PrepAnalysis& a, const nlohmann::json& sum
 }
 
 // A prep job that stopped on purpose (more rejects than prep.max_reject_fraction) or on an error:
-// null when it did not stop. Read from the ranks' summaries (stop_reason, runtime/prep/prep_job.cpp)
+// null when it did not stop. Read from the ranks' summaries (stop_reason, runtime/prep/coordinator.cpp)
 // or, for timelines without one, from prep-report.json against the limit in the timelines' settings.
 std::optional<StallVerdict> stop_verdict(const PrepAnalysis& a) {
   std::string reason, rejects_file;

@@ -2,7 +2,7 @@
 // The prep job's analysis: per-rank throughput (rows/s, audio seconds/s), stage totals,
 // stragglers among prep ranks and rejects by reason. Inputs: the prep ranks' timelines (job
 // "prep", stages decode/resample/features/write, step = corpus row) and the cache's
-// prep-report.json (runtime/prep/prep_job.cpp: per-rank samples, audio seconds, rejects by reason).
+// prep-report.json (runtime/prep/finalize.cpp: per-rank samples, audio seconds, rejects by reason).
 #include <map>
 #include <string>
 #include <vector>
