@@ -73,6 +73,11 @@ class Batch:
         """The section `name` as a DLPack producer (__dlpack__), for any framework that speaks DLPack."""
         return getattr(self._handle, name)
 
+    def _let_go(self):
+        """Drops this Batch's own tensors as the feed moves on: their slot (or validation bytes)
+        can go back; tensors the script kept still hold theirs."""
+        self._tensors.clear()
+
     def _tensor(self, name):
         tensor = self._tensors.get(name)
         if tensor is None:
@@ -171,8 +176,7 @@ class Feed:
             if self.gpu >= 0:
                 # Slots go back to the data rank: no queued kernel may still read them.
                 _torch().cuda.synchronize(self.gpu)
-            # The Batch's own tensors let go of the slot; tensors the script kept still hold it.
-            self._batch._tensors.clear()
+            self._batch._let_go()
         self._batch = None
         handle = self._handle.next()
         if handle is None:
@@ -239,7 +243,7 @@ class Feed:
         try:
             while True:
                 if batch is not None:
-                    batch._tensors.clear()  # kept tensors keep their own bytes; these need not
+                    batch._let_go()
                 handle = self._handle.next_validation()
                 if handle is None:
                     return
@@ -273,7 +277,7 @@ class Feed:
         if self._batch is not None and self.gpu >= 0:
             _torch().cuda.synchronize(self.gpu)
         if self._batch is not None:
-            self._batch._tensors.clear()  # the Batch's own tensors; those the script kept stay valid
+            self._batch._let_go()
         self._batch = self._pending = None
         return self._handle.close()
 

@@ -117,7 +117,6 @@ void BatchStream::end_step(std::optional<double> loss) {
 
 void BatchStream::report_loss(double loss) {
   if (validation_start_ns_ >= 0) {
-    validation_step_ = std::max(parts_.setup.first_step, next_step_);
     validation_loss_sum_ += loss * static_cast<double>(validation_batch_size_);
     validation_samples_ += static_cast<double>(validation_batch_size_);
     return;
@@ -221,7 +220,8 @@ void BatchStream::agree(double loss) {
     const double mean = static_cast<double>(flags[2]) / static_cast<double>(flags[3]);
     const double mine = validation_samples_ > 0 ? validation_loss_sum_ / validation_samples_ : 0.0;
     if (!std::isfinite(mean)) stop_on_nonfinite_loss("validation", step, mine);
-    validations_.push_back({{"global_step", validation_step_}, {"loss", mean}});
+    // No batch was handed out since the pass: it followed global step next_step_ - 1.
+    validations_.push_back({{"global_step", next_step_}, {"loss", mean}});
   }
   validation_loss_sum_ = validation_samples_ = 0;
   if (flags[0] > 0 && next_step_ < parts_.setup.end_step) {
@@ -288,7 +288,7 @@ std::optional<StreamBatch> BatchStream::next_validation() {
   StreamBatch batch;
   batch.host = BatchPointers::of(validation_bytes_->data(), validation_bytes_->size());
   validation_normalizer_->apply(mel_batch_of(batch.host, const_cast<float*>(batch.host.mels)), -1, false);
-  batch.global_step = std::max(parts_.setup.first_step, next_step_ - 1);
+  batch.global_step = last_step();
   batch.epoch = batch.step = -1;
   return batch;
 }
@@ -299,7 +299,7 @@ void BatchStream::end_validation() {
   span.stage = timing::Stage::validation;
   span.start_ns = validation_start_ns_;
   span.end_ns = timing::now_ns();
-  span.step = std::max(parts_.setup.first_step, next_step_ - 1);
+  span.step = last_step();
   timing::SpanRecorder::global().record(span);
   validation_start_ns_ = -1;
   parts_.context.finish->still_working();
@@ -324,7 +324,7 @@ void BatchStream::mark(timing::Stage stage, int64_t start_ns, int64_t end_ns) {
   span.stage = stage;
   span.start_ns = start_ns;
   span.end_ns = std::max(start_ns, end_ns);
-  span.step = std::max<int64_t>(parts_.setup.first_step, next_step_ - 1);
+  span.step = last_step();
   if (span_open_) {
     step_marked_ = true;
     record_unmarked(std::min(start_ns, span.end_ns));  // the script's time before this span

@@ -60,6 +60,7 @@
 // caller records its phases itself and adds their time with add_compute().
 //
 // THREADING. One thread calls every method (the channel's MPI calls are made on it).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -161,6 +162,9 @@ class BatchStream {
   nlohmann::json summary() const;
 
  private:
+  // The global step of the batch handed out last (the first step before any): where the spans
+  // and validation passes of the script's current step belong.
+  int64_t last_step() const { return std::max(parts_.setup.first_step, next_step_ - 1); }
   void end_step_span();
   // Records the open step's time from the end of its last marked span to `until_ns` as forward.
   void record_unmarked(int64_t until_ns);
@@ -207,7 +211,6 @@ class BatchStream {
   size_t validation_next_ = 0;
   int64_t validation_start_ns_ = -1;
   int64_t validation_batch_size_ = 0;  // of the batch handed out last
-  int64_t validation_step_ = -1;       // the pass whose reported losses await the next agreement
   double validation_loss_sum_ = 0;     // reported loss x samples since the last agreement
   double validation_samples_ = 0;
   std::unique_ptr<BatchAssembler> validation_assembler_;
