@@ -16,6 +16,19 @@ std::string host_name() {
   return host.substr(0, host.find('.'));
 }
 
+std::optional<int> rank_before_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) {
+      try {
+        return std::stoi(value);
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 int usable_cores() {
   cpu_set_t mask;
   CPU_ZERO(&mask);

@@ -1,11 +1,16 @@
 #pragma once
 // Facts about the machine this process runs on.
+#include <optional>
 #include <string>
 
 namespace sluice {
 
 // This machine's short host name (up to the first dot).
 std::string host_name();
+
+// This process's rank as its launcher set it before MPI starts (mpirun's OMPI_COMM_WORLD_RANK,
+// PMIx's, PMI's, srun's SLURM_PROCID); nullopt when started alone.
+std::optional<int> rank_before_mpi();
 
 // Cores this process may run on: its CPU affinity mask (what mpirun or srun binding left it),
 // not the machine's total. At least 1.

@@ -29,11 +29,9 @@ std::string heartbeat_mode() {
 }
 
 // This rank's number before MPI knows it, from the launcher's environment ("rank 3"), or "this rank".
-std::string rank_before_mpi() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    if (const char* value = std::getenv(name)) return std::string("rank ") + value;
-  }
-  return "this rank";
+std::string describe_rank_before_mpi() {
+  const std::optional<int> rank = rank_before_mpi();
+  return rank ? "rank " + std::to_string(*rank) : std::string("this rank");
 }
 
 // Ends the process when the job's ranks have not all started by the deadline (MpiSession's
@@ -61,7 +59,7 @@ class JoinWatchdog {
         "joined. In an MPMD launch (`mpirun ... : -np N python3 train.py`) a Python rank that exited or failed "
         "before `import sluice` does this: its own output above says why. Ending this rank (exit 1); mpirun "
         "ends the others",
-        rank_before_mpi(), seconds);
+        describe_rank_before_mpi(), seconds);
     log::get("runtime")->flush();
     std::_Exit(1);
   }

@@ -3,12 +3,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 
+#include "common/address_space.h"
+#include "common/error.h"
+#include "common/host.h"
 #include "common/log.h"
 
 #ifndef SLUICE_TRAIN_FROM_BINDIR
@@ -62,6 +67,18 @@ AllocatorChoice choose_allocator(const char* requested, const char* ld_preload, 
   return {tcmalloc_path, tcmalloc_path + ", preloaded by sluice; SLUICE_MALLOC=system for glibc's"};
 }
 
+// What a training process needs of address space (common/address_space.h): libtorch's and its
+// libraries' mappings, then OpenBLAS's 128 MB buffer per thread it starts (one per core). Measured
+// on the sample corpus, one process, 2 cores: VmPeak 1,491 MB with tcmalloc, 1,927 MB with glibc's
+// malloc; under `ulimit -v` 1.2 GB it spun in OpenBLAS's mmap retries, under 1.8 GB glibc's
+// malloc crashed it. 2 GB + 128 MB a core (2.25 GB here) leaves that room.
+AddressSpaceNeed train_address_space_need() {
+  const uint64_t cores = static_cast<uint64_t>(usable_cores());
+  return {2048 * megabytes + 128 * megabytes * cores,
+          "a training process on " + std::to_string(cores) + " core(s)",
+          "the cores each rank may use (its CPU binding: mpirun --bind-to, srun --cpus-per-task)"};
+}
+
 }  // namespace
 
 bool needs_torch(int argc, char** argv) {
@@ -85,6 +102,21 @@ int exec_train_binary(int argc, char** argv) {
                                 "which runs `sluice {}`: run sluice-train directly",
                                 error.message(), command);
     return 1;
+  }
+  if (command == "train") {
+    try {
+      require_address_space(train_address_space_need());
+    } catch (const EnvironmentError& refused) {
+      // Every rank of a job meets the same limit: rank 0 says it, all end with its code. The others
+      // leave a second later: mpirun ends the job at the first non-zero exit, which must not cut
+      // rank 0 off before it has said why.
+      if (rank_before_mpi().value_or(0) == 0) {
+        log::get("launcher")->error("{}: {}", to_string(refused.kind()), refused.what());
+      } else {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+      return 5;  // the exit-code contract's "the machine refused" (launch.cpp, docs/operations.md)
+    }
   }
   AllocatorChoice allocator;
   try {

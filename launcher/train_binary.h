@@ -32,7 +32,8 @@ std::vector<std::filesystem::path> train_binary_candidates(const std::filesystem
 
 // Replaces this process with sluice-train, same argv and environment (plus the allocator's
 // LD_PRELOAD). Returns only when that failed: then it has logged what was looked for and why it
-// failed, and returns exit code 1 (2 for a bad SLUICE_MALLOC). Call before MPI_Init and before
+// failed, and returns exit code 1 (2 for a bad SLUICE_MALLOC, 5 for a `ulimit -v` below what
+// training needs: checked here, as tcmalloc would spin on it before sluice-train's main). Call before MPI_Init and before
 // any thread is started.
 int exec_train_binary(int argc, char** argv);
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/address_space.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file_lock.h"
@@ -43,6 +44,16 @@ int worker_threads(const MpiSession& session, int64_t requested) {
     logger()->warn("{} (prep: {} worker(s) + 1 writer)", warning, threads);
   }
   return threads;
+}
+
+// What a prep rank needs of address space (common/address_space.h). Measured (VmPeak of `sluice
+// prep` on the sample corpus, one rank): 469 MB with 1 thread, 603 with 2, 747 with 4, 1,036 with 8,
+// so ~330 MB and ~90 MB a thread (glibc's malloc arena per thread is most of it); under limits
+// between 250 and 400 MB it crashed in HDF5 and libsoxr, or passed, by chance. Half as much again
+// on top, for longer clips than the sample corpus's and the node's MPI.
+AddressSpaceNeed prep_address_space_need(int threads) {
+  return {(330 + 90 * static_cast<uint64_t>(threads)) * megabytes * 3 / 2,
+          "prep with " + std::to_string(threads) + " thread(s)", "prep.threads (--threads)"};
 }
 
 // What prep is about to read: the format (and what `auto` recognised it by), the rows, and a few
@@ -121,6 +132,7 @@ int run_prep(const MpiSession& session, const config::Config& config,
   check_slurm_topology(session, settings.timeout_s);  // Slurm's view of tasks and nodes must match MPI's
   const fs::path& dir = settings.cache_dir;
   settings.build.threads = worker_threads(session, settings.threads);
+  require_address_space(prep_address_space_need(settings.build.threads));  // the same on every rank of a node
   const dataset::Vocabulary vocabulary = settings.build.tokenizer == "phonemes"
                                              ? dataset::Vocabulary::builtin_phonemes()
                                              : dataset::Vocabulary::builtin_characters();

@@ -306,6 +306,41 @@ TEST_F(ExitCodesOnACache, DeletedShardIsNamedUnderMpirunWith2And3Ranks) {
   }
 }
 
+// A `ulimit -v` (RLIMIT_AS, set by the shell before sluice starts) too small for the job: the
+// libraries underneath crashed (HDF5, libsoxr) or spun (tcmalloc, OpenBLAS) under it; sluice
+// refuses it up front, exit 5, said once, with the numbers (common/address_space.h).
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+std::string under_address_limit(int kilobytes, const std::string& command) {
+  return "bash -c 'ulimit -v " + std::to_string(kilobytes) + " && exec " + command + "'";
+}
+
+TEST_F(ExitCodesOnACache, AnAddressSpaceLimitTooSmallForPrepIs5AndSaysSo) {
+  const fs::path out = scratch("prep-under-ulimit");
+  fs::remove_all(out);
+  const auto result = run(under_address_limit(600000, sluice_binary + " prep --corpus " + SLUICE_SAMPLE_CORPUS +
+                                                          " --out " + out.string() + " --threads 8"));
+  EXPECT_EQ(result.exit_code, 5) << result.output;
+  EXPECT_TRUE(contains(result.output, "the address-space limit (ulimit -v) is 585 MB, below the 1575 MB that prep "
+                                      "with 8 thread(s) needs")) << result.output;
+  EXPECT_TRUE(contains(result.output, "or lower prep.threads")) << result.output;
+  EXPECT_FALSE(fs::exists(out / "manifest.json"));
+}
+
+TEST_F(ExitCodesOnACache, AnAddressSpaceLimitTooSmallForTrainingIs5OnceInEveryLayout) {
+  for (int ranks : {1, 3}) {
+    const auto result =
+        run(under_address_limit(1500000, train(ranks, cache_, scratch("train-under-ulimit-" + std::to_string(ranks)), 2)));
+    EXPECT_EQ(result.exit_code, 5) << ranks << " rank(s):\n" << result.output;
+    EXPECT_EQ(occurrences(result.output, "the address-space limit (ulimit -v) is 1464 MB"), 1u) << result.output;
+    EXPECT_TRUE(contains(result.output, "that a training process on ")) << result.output;
+  }
+}
+
 // Starts `command` as its own process (the shell execs it: the pid is mpirun's), waits until its
 // output shows `started`, sends `signal` to that process and returns its exit status and output.
 struct Signalled {
