@@ -83,4 +83,6 @@ std::optional<EnvironmentError> machine_refusal(const std::exception& error) {
   return std::nullopt;
 }
 
+bool is_memory_refusal(const std::string& message) { return message.find("`ulimit -v`") != std::string::npos; }
+
 }  // namespace sluice

@@ -95,6 +95,11 @@ std::string describe_errno(int error_number);
 // EnvironmentError that says so and what to do; nullopt for any other exception.
 std::optional<EnvironmentError> machine_refusal(const std::exception& error);
 
+// Whether an error's text is one of memory refused (machine_refusal's, or an address-space limit
+// refused up front, common/address_space.h): both name `ulimit -v`. The report's advice then
+// names the memory limits, not the disk.
+bool is_memory_refusal(const std::string& message);
+
 // What to do about an environment errno on the file `path` ("free space on that file system (df -h
 // DIR)", DIR being path's directory, ...); empty for other errnos.
 std::string environment_advice(int error_number, const std::string& path);

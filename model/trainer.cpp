@@ -163,7 +163,17 @@ auto translate_torch_errors(const char* what, Body&& body) -> decltype(body()) {
   try {
     return body();
   } catch (const c10::Error& e) {
-    throw Error(ErrorKind::internal, std::string("model: ") + what + " failed: " + e.what_without_backtrace());
+    const std::string said = e.what_without_backtrace();
+    // Memory refused (CUDA's caching allocator: "CUDA out of memory"; the CPU allocator: "can't
+    // allocate memory") is the machine's refusal, exit 5 with what to lower, not an internal error.
+    // The text stays in the message: bench max-batch looks for "out of memory" in it.
+    if (said.find("out of memory") != std::string::npos || said.find("can't allocate memory") != std::string::npos) {
+      throw EnvironmentError(std::string("out of memory: the model's ") + what + " could not get memory (" + said +
+                             "); lower train.batch_size (or the longest bucket's frames), train in bf16, or give the "
+                             "rank more memory: check `ulimit -v`, the job's memory limit (Slurm --mem) and what "
+                             "else runs on the node or its GPU");
+    }
+    throw Error(ErrorKind::internal, std::string("model: ") + what + " failed: " + said);
   }
 }
 

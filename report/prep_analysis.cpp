@@ -6,6 +6,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include "common/error.h"
+
 namespace sluice::report {
 namespace {
 
@@ -25,14 +27,19 @@ StallVerdict error_stop_verdict(const PrepAnalysis& a, const nlohmann::json& sum
                {"rejects", a.rejects}, {"corpus_rows", a.corpus_rows}};
   const std::string who = rank >= 0 ? fmt::format("rank {}{} failed", rank, host.empty() ? "" : " (host " + host + ")")
                                     : std::string("a rank failed");
+  const bool memory = environment && is_memory_refusal(error);
   v.summary = fmt::format("the prep job stopped on {}, it did not hang: {}{}; no manifest was written",
-                          environment ? "an error of its environment (disk, file system)" : "an error", who,
-                          error.empty() ? " (its log has the error)" : ": " + error);
-  v.recommendation = environment
-                         ? "fix what the error names (free space on that file system, or a writable --out with room "
-                           "for the cache), then rerun `sluice prep` with the same settings: finished shards are kept"
-                         : "read the error above and the failed rank's log; rerun `sluice prep` with the same "
-                           "settings once fixed: finished shards are kept";
+                          memory        ? "an error of its environment (memory refused)"
+                          : environment ? "an error of its environment (disk, file system)"
+                                        : "an error",
+                          who, error.empty() ? " (its log has the error)" : ": " + error);
+  v.recommendation =
+      memory        ? "give each prep rank more memory (the limits the error names) or fewer prep.threads, then "
+                      "rerun `sluice prep` with the same settings: finished shards are kept"
+      : environment ? "fix what the error names (free space on that file system, or a writable --out with room "
+                      "for the cache), then rerun `sluice prep` with the same settings: finished shards are kept"
+                    : "read the error above and the failed rank's log; rerun `sluice prep` with the same "
+                      "settings once fixed: finished shards are kept";
   return v;
 }
 

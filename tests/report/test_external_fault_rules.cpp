@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/fmt/fmt.h>
 
+#include "common/error.h"
 #include "report/html_report.h"
 #include "report/prep_analysis.h"
 #include "report/report_documents.h"
@@ -264,6 +265,22 @@ TEST(PrepStopped, AFullDiskIsAStopOnAnErrorNotAHang) {
   EXPECT_NE(v->summary.find("it did not hang: rank 1 (host prep1) failed: no space left on device"), std::string::npos)
       << v->summary;
   EXPECT_NE(v->summary.find("/cache/shard-00003.h5"), std::string::npos) << v->summary;
+}
+
+// A prep rank whose memory was refused (std::bad_alloc under `ulimit -v`, as a real run under
+// 250 MB gave it, rank_result.cpp): the advice is about memory and threads, not the disk.
+TEST(PrepStopped, AMemoryRefusalAdvisesMemoryNotTheDisk) {
+  auto timelines = testing::make_prep_timelines(2, 40, [](int) { return 1.0; });
+  for (auto& t : timelines) t.status = "failed";
+  const std::string error = machine_refusal(std::bad_alloc())->what();
+  timelines[0].summary = {{"stop_reason", "environment_error"}, {"error", error}, {"error_rank", 0}, {"error_host", "prep0"}};
+  const auto analysis = analyze_prep(timelines, nullptr);
+  const StallVerdict* v = find(analysis.verdicts, "stopped");
+  ASSERT_NE(v, nullptr);
+  EXPECT_NE(v->summary.find("an error of its environment (memory refused)"), std::string::npos) << v->summary;
+  EXPECT_NE(v->recommendation.find("give each prep rank more memory"), std::string::npos) << v->recommendation;
+  EXPECT_NE(v->recommendation.find("prep.threads"), std::string::npos) << v->recommendation;
+  EXPECT_EQ(v->recommendation.find("free space"), std::string::npos) << v->recommendation;
 }
 
 json prep_report_with_rejects(int64_t rejects, int64_t rows) {
