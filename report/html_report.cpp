@@ -397,6 +397,7 @@ void rank_tables(ReportDocument& doc, const TrainAnalysis& a) {
                            percent(m.allreduce_exposed_fraction)});
   }
   rank_table(doc, std::move(models), 5, Worst::highest, "model ranks");
+  if (a.model_ranks.size() > full_table_ranks) host_section(doc, a);
   if (a.data_ranks.empty()) return;
   doc.heading("Data ranks (share of the steady window)");
   DocumentTable data{{"rank", "cache_read", "collate", "wait_for_reader", "credit_wait", "send", "batches", "queue depth",

@@ -252,9 +252,8 @@ void steady_state_paragraphs(ReportDocument& doc, const TrainAnalysis& a) {
   }
 }
 
-// AT SCALE: the model ranks per host (what a host's link or its neighbours do shows on all of
-// them): the slowest rank's busy p50 and the ranks' mean shares, bounded like a per-rank table
-// by the exposed all-reduce (the host whose ranks wait longest on the network).
+}  // namespace
+
 void host_section(ReportDocument& doc, const TrainAnalysis& a) {
   struct Host {
     size_t ranks = 0;
@@ -278,6 +277,8 @@ void host_section(ReportDocument& doc, const TrainAnalysis& a) {
   }
   rank_table(doc, std::move(table), 4, Worst::highest, "hosts");
 }
+
+namespace {
 
 // The model role pooled, then each model rank (the GPU busy column only where some model rank
 // timed its GPU work).

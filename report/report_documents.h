@@ -55,6 +55,12 @@ enum class Worst { highest, lowest };
 // worst_ranks_shown rows by `key_column`, worst first. `what`: the rows, "model ranks".
 void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Worst worst, const std::string& what);
 
+// AT SCALE: the model ranks per host (what a host's link or its neighbours do shows on all of
+// them): the slowest rank's busy p50 and the ranks' mean shares, bounded like a per-rank table
+// by the exposed all-reduce (the host whose ranks wait longest on the network). report.md and
+// report.html add it above full_table_ranks model ranks.
+void host_section(ReportDocument& doc, const TrainAnalysis& a);
+
 // The verdicts past the first verdicts_shown, in one sentence: "12 more verdicts: straggler
 // (ranks 5, 9 and 3 more), ...; every one in report.json". "" when there are none.
 std::string more_verdicts_text(const std::vector<StallVerdict>& verdicts);

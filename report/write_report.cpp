@@ -12,6 +12,7 @@
 #include "common/file_util.h"
 #include "report/chrome_trace.h"
 #include "report/html_report.h"
+#include "report/ranks_csv.h"
 #include "report/prep_analysis.h"
 #include "report/report_documents.h"
 #include "report/run_analysis.h"
@@ -35,8 +36,8 @@ std::vector<timing::RankTimeline> timelines_of(const fs::path& dir) {
   return timelines;
 }
 
-std::string files_line(const fs::path& dir) {
-  return "report: " + (dir / "report.md").string() + " (also report.json, report.html, trace.json)\n";
+std::string files_line(const fs::path& dir, const std::string& also = "report.json, report.html, trace.json") {
+  return "report: " + (dir / "report.md").string() + " (also " + also + ")\n";
 }
 
 // RUN_DIR/padding.json (written by rank 0 of `sluice train`), null when absent.
@@ -80,8 +81,9 @@ std::string train_report(const fs::path& run_dir, const TimelineSource& source, 
   write_file_atomically(run_dir / "report.md", train_report_markdown(analysis, verdicts, run_dir.string()) +
                                                    "\n## Trace\n\n" + selection.describe() + "\n");
   write_file_atomically(run_dir / "report.html", train_report_html(analysis, verdicts, run_dir.string()));
+  write_file_atomically(run_dir / "ranks.csv", ranks_csv(analysis));
   write_chrome_trace(run_dir / "trace.json", source, selection);
-  return verdict_lines(verdicts) + files_line(run_dir);
+  return verdict_lines(verdicts) + files_line(run_dir, "report.json, report.html, trace.json, ranks.csv");
 }
 
 std::string prep_report(const fs::path& cache_dir, const std::vector<timing::RankTimeline>& timelines) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -133,6 +134,26 @@ TEST(ReportAtScale, FourThousandRanksOnFiveHundredHostsFitAScreen) {
   const std::string html = read_file(dir / "report.html");
   EXPECT_EQ(html.find("rank 4000 "), std::string::npos) << "no line or row per rank";
   EXPECT_NE(html.find("median of the model ranks"), std::string::npos);
+  // report.html has the hosts table too, the slow host first among the worst.
+  const size_t html_hosts = html.find("Hosts (their model ranks; ms)");
+  ASSERT_NE(html_hosts, std::string::npos);
+  EXPECT_NE(html.find("512 hosts: the median and p95", html_hosts), std::string::npos);
+  EXPECT_NE(html.find("node-300", html_hosts), std::string::npos);
+  // ranks.csv: a header and one row per rank, in rank order, every rank's host.
+  std::ifstream csv(dir / "ranks.csv");
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line.rfind("rank,host,role,gpu,steady_steps,step_p50_ms,", 0), 0u) << line;
+  int rows = 0;
+  std::set<std::string> csv_hosts;
+  while (std::getline(csv, line)) {
+    EXPECT_EQ(line.substr(0, line.find(',')), std::to_string(rows)) << line;
+    const size_t host_at = line.find(',') + 1;
+    csv_hosts.insert(line.substr(host_at, line.find(',', host_at) - host_at));
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4096);
+  EXPECT_EQ(csv_hosts.size(), 512u);
   if (!HasFailure()) fs::remove_all(dir);  // 100 MB of timelines; kept to look at when it fails
 }
 
