@@ -34,6 +34,17 @@ void add_spans(SampleDraws& draws, int count, int max_width, int32_t length,
 
 constexpr float min_stddev = 1e-4f;
 
+// One frame of n mel bins: ((x - mean) * inverse) * keep * freq, left to right, each step rounded
+// once: the steps of libtorch's CPU kernels that did this before (sub_, mul_, mul_ by the time
+// keep factor, mul_ by the frequency keep factor), so the same bits, signed zeros included (no
+// step can become a fused multiply-add: none adds a product). Compiled for AVX2 as well, which
+// the loader picks where the CPU has it, and vectorised (CMakeLists.txt) as libtorch's were.
+__attribute__((target_clones("avx2", "default"))) void transform_frame(
+    float* __restrict row, const float* __restrict mean, const float* __restrict inverse, float keep,
+    const float* __restrict freq, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) row[j] = (row[j] - mean[j]) * inverse[j] * keep * freq[j];
+}
+
 }  // namespace
 
 MaskSpans mask_spans(const MelMasking& masking, uint64_t seed, int64_t global_step, int64_t sample_index,
@@ -111,27 +122,18 @@ void FeatureTransform::apply(const MelBatchRef& batch, int64_t global_step, bool
   }
 }
 
-// The steps of libtorch's CPU kernels, each rounded once and in the same order (sub, mul by the
-// inverse, mul by each keep factor): the same bits as the torch version this replaced, so that a
-// multiplication by a keep factor of 1 or 0 leaves x or makes a (signed) zero exactly as before.
 void FeatureTransform::apply_on_host(const MelBatchRef& batch, const std::vector<float>& time_keep,
                                      const std::vector<float>& freq_keep) const {
   const int64_t f = batch.max_frames, m = batch.n_mels;
-  const float* mean = settings_.mean.data();
-  const float* inverse = inverse_stddev_.data();
-  const bool normalize = normalizes();
+  // Without statistics or frequency masks the factors that leave x as it is: x - 0 and x * 1 are x,
+  // bit for bit (signed zeros and NaNs included), so one loop serves every case.
+  const std::vector<float> zeros(normalizes() ? 0 : m, 0.0f), ones(m, 1.0f);
+  const float* mean = normalizes() ? settings_.mean.data() : zeros.data();
+  const float* inverse = normalizes() ? inverse_stddev_.data() : ones.data();
   for (int64_t i = 0; i < batch.batch_size; ++i) {
-    const float* freq = freq_keep.empty() ? nullptr : freq_keep.data() + i * m;
+    const float* freq = freq_keep.empty() ? ones.data() : freq_keep.data() + i * m;
     for (int64_t t = 0; t < f; ++t) {
-      float* row = batch.mels + (i * f + t) * m;
-      const float keep = time_keep[static_cast<size_t>(i * f + t)];
-      if (normalize) {
-        for (int64_t j = 0; j < m; ++j) row[j] = (row[j] - mean[j]) * inverse[j];
-      }
-      for (int64_t j = 0; j < m; ++j) row[j] *= keep;
-      if (freq != nullptr) {
-        for (int64_t j = 0; j < m; ++j) row[j] *= freq[j];
-      }
+      transform_frame(batch.mels + (i * f + t) * m, mean, inverse, time_keep[static_cast<size_t>(i * f + t)], freq, m);
     }
   }
 }

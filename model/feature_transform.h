@@ -99,6 +99,7 @@ class FeatureTransform {
   std::string describe() const;
 
  private:
+  // The arithmetic on the host: plain loops (feature_transform.cpp says why they give torch's bits).
   void apply_on_host(const MelBatchRef& batch, const std::vector<float>& time_keep,
                      const std::vector<float>& freq_keep) const;
 
