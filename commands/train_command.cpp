@@ -4,6 +4,7 @@
 
 #include "common/mpi_session.h"
 #include "common/stop_signal.h"
+#include "runtime/train/libtorch_parts.h"
 #include "runtime/train/train_job.h"
 
 namespace sluice {
@@ -44,6 +45,7 @@ int TrainCommand::run(MpiSession& session, double& abort_grace_s) const {
   runtime::TrainOptions options;
   options.resume = resume_;
   options.overwrite = overwrite_;
+  options.torch = &runtime::libtorch_parts();  // the C++ model ranks
   return runtime::run_train(session, settings, options);
 }
 

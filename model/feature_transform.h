@@ -2,7 +2,12 @@
 // Per-batch work on a padded mel batch before the model sees it: normalisation per mel bin with
 // the cache's statistics, and SpecAugment-style time and frequency masks. It runs where the batch
 // is: on a data rank's GPU between the upload and the send, or on the host in a CPU data rank's
-// reader threads, so the model ranks never spend a step on it. No torch in this header.
+// reader threads, so the model ranks never spend a step on it. No torch here: this is
+// sluice_model_core, which a Python model rank's process links (docs/architecture.md, "Who loads
+// libtorch"). On the host the arithmetic is plain loops; on a CUDA device it is libtorch's,
+// handed in by sluice_model (make_feature_transform, device_feature_transform.h). Both give the
+// same bits as libtorch's CPU kernels did (x - mean, times 1 / stddev, times the keep factors,
+// each rounded once).
 //
 // Masks are a pure function of (seed, global step, sample index), drawn on the host, so a batch
 // gets the same masks on CPU and GPU, on every rerun and after --resume. Padding stays zero.
@@ -54,11 +59,31 @@ struct MelBatchRef {
   int32_t n_mels = 0;
 };
 
+// What normalisation multiplies by, per mel bin: 1 / max(stddev, 1e-4).
+std::vector<float> inverse_stddevs(const std::vector<float>& stddev);
+
+// apply()'s arithmetic on a device other than the host (libtorch's on CUDA, sluice_model). It holds
+// the statistics on its device (mean and inverse_stddevs(stddev), made by its maker).
+class DeviceMelArithmetic {
+ public:
+  virtual ~DeviceMelArithmetic() = default;
+  // In place on batch.mels (device memory): x -> (x - mean) * inverse_stddev per mel bin when
+  // `normalize`, then x * time_keep[sample][frame], then, unless freq_keep is empty,
+  // x * freq_keep[sample][bin] (host arrays, batch_size x max_frames and batch_size x n_mels).
+  // Returns once the work is complete.
+  virtual void apply(const MelBatchRef& batch, bool normalize, const std::vector<float>& time_keep,
+                     const std::vector<float>& freq_keep) const = 0;
+};
+
 class FeatureTransform {
  public:
-  // device: "cpu" or "cuda:N". Throws ConfigError for statistics that do not match n_mels later
-  // (checked per batch) or a device this libtorch cannot use.
+  // On the host: device "cpu". Any other device is a ConfigError here; a transform on "cuda:N"
+  // comes from make_feature_transform (sluice_model). Statistics that do not match n_mels are a
+  // ConfigError later (checked per batch).
   FeatureTransform(FeatureTransformSettings settings, const std::string& device);
+  // On `device` ("cuda:N", for describe()), with that device's arithmetic.
+  FeatureTransform(FeatureTransformSettings settings, std::string device,
+                   std::unique_ptr<DeviceMelArithmetic> arithmetic);
   ~FeatureTransform();
   FeatureTransform(const FeatureTransform&) = delete;
   FeatureTransform& operator=(const FeatureTransform&) = delete;
@@ -74,8 +99,14 @@ class FeatureTransform {
   std::string describe() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // The arithmetic on the host: plain loops (feature_transform.cpp says why they give torch's bits).
+  void apply_on_host(const MelBatchRef& batch, const std::vector<float>& time_keep,
+                     const std::vector<float>& freq_keep) const;
+
+  FeatureTransformSettings settings_;
+  std::string device_;
+  std::vector<float> inverse_stddev_;  // per mel bin; empty without normalisation
+  std::unique_ptr<DeviceMelArithmetic> arithmetic_;  // null: on the host
 };
 
 }  // namespace sluice::model

@@ -423,6 +423,7 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
         d["run_dir"] = i.run_dir;
         d["validation_every"] = i.validation_every;
         d["validation_samples"] = i.validation_samples;
+        d["compute_threads"] = i.compute_threads;
         d["mpi_rank"] = s.rank();
         d["mpi_size"] = s.size();
         d["host"] = s.host();

@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 #include "model/device_facts.h"
-#include "model/feature_transform.h"
+#include "model/device_feature_transform.h"
 #include "model/trainer.h"
 
 #if SLUICE_BENCH_CUDART
@@ -141,9 +141,9 @@ int main(int argc, char** argv) {
       return median(seconds) * 1e6;
     };
     const double copy_us = time([&](int) { buffer.copy_once(); });
-    FeatureTransform normaliser(normalise, device), masker(masked, device);
-    const double normalise_us = time([&](int round) { normaliser.apply(ref, round, true); });
-    const double masked_us = time([&](int round) { masker.apply(ref, round, true); });
+    const auto normaliser = make_feature_transform(normalise, device), masker = make_feature_transform(masked, device);
+    const double normalise_us = time([&](int round) { normaliser->apply(ref, round, true); });
+    const double masked_us = time([&](int round) { masker->apply(ref, round, true); });
     const double megabytes = static_cast<double>(mels.size() * sizeof(float)) / 1e6;
     std::printf("feature transform on %s: batch %d x %d frames x %d mels (%.1f MB), median of %d\n", device.c_str(),
                 batch, frames, n_mels, megabytes, rounds);

@@ -47,9 +47,28 @@ def _note_uncaught(kind, value, traceback):
 sys.excepthook = _note_uncaught
 
 
+# The rank's share of the node's cores (feed.compute_threads), for torch's thread pool once torch
+# is in the process; None when given already.
+_torch_threads = None
+
+
 def _torch():
-    import torch  # imported when a batch is first turned into tensors: the module works without torch
+    """torch, imported on first use (a batch first turned into tensors, feed.device): the module
+    links no torch and works without it. The first use gives torch the rank's share of the cores,
+    as sluice's C++ model ranks size their pool."""
+    global _torch_threads
+    import torch
+    if _torch_threads is not None:
+        torch.set_num_threads(_torch_threads)
+        _torch_threads = None
     return torch
+
+
+def _synchronize(gpu):
+    """Waits for the GPU work queued on `gpu` before a slot goes back to the data rank, where torch
+    queued it; a script on another framework synchronises its own stream (docs/python.md)."""
+    if "torch" in sys.modules:
+        _torch().cuda.synchronize(gpu)
 
 
 class Batch:
@@ -117,6 +136,11 @@ class Feed:
         self.rendezvous = info["rendezvous"]  # "HOST:PORT", agreed by the model ranks
         self.validation_every = info["validation_every"]      # train.validation_every (0: only at the end)
         self.validation_samples = info["validation_samples"]  # this rank's share of the validation split
+        self.compute_threads = info["compute_threads"]  # this rank's share of the node's cores
+        global _torch_threads
+        _torch_threads = self.compute_threads
+        if "torch" in sys.modules:  # the script has torch already: its pool gets the share now
+            _torch()
         self._batch = None
         self._pending = None  # epochs(): a batch taken from the feed, not yet handed out
         self._bucket_ready_ns = None  # watch_ddp(): when DDP's last gradient bucket of a backward was ready
@@ -175,7 +199,7 @@ class Feed:
         if self._batch is not None:
             if self.gpu >= 0:
                 # Slots go back to the data rank: no queued kernel may still read them.
-                _torch().cuda.synchronize(self.gpu)
+                _synchronize(self.gpu)
             self._batch._let_go()
         self._batch = None
         handle = self._handle.next()
@@ -275,7 +299,7 @@ class Feed:
         rank's timeline (rank 0 writes the report). Returns sluice train's exit code: 0, or 4
         after a stop signal (stopped_at)."""
         if self._batch is not None and self.gpu >= 0:
-            _torch().cuda.synchronize(self.gpu)
+            _synchronize(self.gpu)
         if self._batch is not None:
             self._batch._let_go()
         self._batch = self._pending = None

@@ -14,7 +14,6 @@
 #include "common/file_util.h"
 #include "common/fingerprint.h"
 #include "common/log.h"
-#include "model/trainer.h"
 
 namespace sluice::runtime {
 
@@ -128,10 +127,8 @@ std::optional<json> Checkpoints::latest() const {
   return latest;
 }
 
-void Checkpoints::save(const model::Trainer& trainer, const json& position) {
+void Checkpoints::save(const std::string& bytes, const json& position) {
   const int64_t global_step = position["global_step"].get<int64_t>();
-  // First, so that a diverged state leaves the directory as it was.
-  const std::string bytes = trainer.checkpoint_bytes(position);
   fs::create_directories(dir_);
   std::vector<fs::path> later;
   for (const fs::path& path : entries_of(dir_)) {

@@ -27,10 +27,6 @@
 
 #include "runtime/train/plan_schedule.h"
 
-namespace sluice::model {
-class Trainer;
-}
-
 namespace sluice::runtime {
 
 class Checkpoints {
@@ -40,10 +36,12 @@ class Checkpoints {
   // latest.json, or nullopt when no checkpoint was written. Throws ConfigError naming the file
   // when it is not JSON (newest_good() falls back to the records instead).
   std::optional<nlohmann::json> latest() const;
-  // Writes step-<global_step>.pt, its record, then latest.json (`position` plus the file's name,
-  // size and checksum); sets aside checkpoints of later steps (a resume passed over them) and
-  // keeps the last three. Throws, writing nothing, when the trainer's state is not finite.
-  void save(const model::Trainer& trainer, const nlohmann::json& position);
+  // Writes `bytes` (the trainer's state, model::Trainer::checkpoint_bytes(position), which refuses
+  // a state that is not finite: the caller makes them first, so that nothing is written then) as
+  // step-<global_step>.pt, its record, then latest.json (`position` plus the file's name, size
+  // and checksum); sets aside checkpoints of later steps (a resume passed over them) and keeps
+  // the last three.
+  void save(const std::string& bytes, const nlohmann::json& position);
   // The checkpoint file a record (or latest.json) names.
   std::filesystem::path file(const nlohmann::json& record) const;
   const std::filesystem::path& dir() const { return dir_; }

@@ -6,7 +6,6 @@
 
 #include "common/clock.h"
 #include "common/error.h"
-#include "model/device_facts.h"
 #include "runtime/train/batch_views.h"
 #include "runtime/transport/feed_factory.h"
 #include "timing/span_recorder.h"
@@ -17,11 +16,11 @@ using nlohmann::json;
 
 DataSide::DataSide(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
                    const std::string& backend, const model::FeatureTransformSettings& features,
-                   size_t slot_bytes) {
+                   size_t slot_bytes, const TorchParts* torch) {
   // Feature work runs on the data side: on the data rank's GPU when the batches travel in device
   // memory, else in the reader threads on the host.
   if (me.role == Role::data && transport::moves_device_memory(backend) && me.gpu >= 0) {
-    set_up_gpu(session, settings, me, backend, features, slot_bytes);
+    set_up_gpu(session, settings, me, backend, features, slot_bytes, torch);
   } else {
     host_transform_ = std::make_unique<model::FeatureTransform>(features, "cpu");
     if (!host_transform_->active()) host_transform_.reset();
@@ -32,7 +31,11 @@ DataSide::~DataSide() = default;
 
 void DataSide::set_up_gpu(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
                           const std::string& backend, const model::FeatureTransformSettings& features,
-                          size_t slot_bytes) {
+                          size_t slot_bytes, const TorchParts* torch) {
+  if (torch == nullptr) {
+    throw ConfigError("rank " + std::to_string(session.rank()) + " is a GPU data rank, whose memory cap and feature "
+                      "work are libtorch's, but this process links no libtorch: data ranks are `sluice train` processes");
+  }
   // Batches are collated straight into pinned memory: the upload (or cuda_ipc's copy into the
   // model rank's slot) then runs at the bus's rate, with no staging copy.
   pinned_ = transport::make_pinned_memory_resource(me.gpu);
@@ -45,10 +48,10 @@ void DataSide::set_up_gpu(const MpiSession& session, const TrainSettings& settin
                         "roles.data_gpu_memory_fraction " + std::to_string(fraction) + " of GPU " +
                         std::to_string(me.gpu) + ": raise it or lower train.batch_size / frame_budget");
     }
-    model::limit_gpu_memory(me.gpu, fraction);
+    torch->limit_gpu_memory(me.gpu, fraction);
   }
   if (!features.mean.empty() || features.masking.active()) {
-    gpu_transform_ = std::make_unique<model::FeatureTransform>(features, "cuda:" + std::to_string(me.gpu));
+    gpu_transform_ = torch->gpu_feature_transform(features, me.gpu);
   }
   // nccl sends from device memory; cuda_ipc copies host memory straight into the model rank's
   // slot, so it needs an upload only for GPU work.

@@ -19,6 +19,7 @@
 #include "model/feature_transform.h"
 #include "runtime/train/batch_feeder.h"
 #include "runtime/train/role_plan.h"
+#include "runtime/train/torch_parts.h"
 #include "runtime/train/train_settings.h"
 #include "runtime/transport/device_memory.h"
 
@@ -28,11 +29,13 @@ class DataSide final : public BatchWork {
  public:
   // `me`: this rank, which runs the data side (a data rank, or one process doing both);
   // `backend`: the run's resolved transport (RolePlan::transport); `slot_bytes`: the plan's
-  // largest batch (the upload buffer's size). On a GPU data rank it caps the rank's torch memory
-  // at roles.data_gpu_memory_fraction, and throws ConfigError when the upload buffer alone
-  // exceeds that share.
+  // largest batch (the upload buffer's size); `torch`: the process's libtorch parts (null in a
+  // Python model rank's process). On a GPU data rank it caps the rank's torch memory at
+  // roles.data_gpu_memory_fraction, and throws ConfigError when the upload buffer alone exceeds
+  // that share, or when the process has no libtorch for the GPU's feature work.
   DataSide(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
-           const std::string& backend, const model::FeatureTransformSettings& features, size_t slot_bytes);
+           const std::string& backend, const model::FeatureTransformSettings& features, size_t slot_bytes,
+           const TorchParts* torch);
   ~DataSide() override;
   DataSide(const DataSide&) = delete;
   DataSide& operator=(const DataSide&) = delete;
@@ -53,7 +56,7 @@ class DataSide final : public BatchWork {
  private:
   void set_up_gpu(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
                   const std::string& backend, const model::FeatureTransformSettings& features,
-                  size_t slot_bytes);
+                  size_t slot_bytes, const TorchParts* torch);
 
   std::unique_ptr<std::pmr::memory_resource> pinned_;
   std::unique_ptr<model::FeatureTransform> host_transform_, gpu_transform_;

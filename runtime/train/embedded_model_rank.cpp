@@ -120,6 +120,7 @@ nlohmann::json EmbeddedModelRank::hand_over(const ModelRankParts& parts) {
   info.run_dir = parts.settings.run_dir.string();
   info.validation_every = parts.settings.validation_every;
   info.validation_samples = static_cast<int64_t>(stream->validation_samples());
+  info.compute_threads = parts.context.compute_threads;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stream_ = std::move(stream);

@@ -48,6 +48,7 @@ struct ModelRankInfo {
   std::string run_dir;
   int64_t validation_every = 0;    // train.validation_every (0: only at the end)
   int64_t validation_samples = 0;  // this rank's share of the validation split
+  int compute_threads = 1;         // this rank's share of the node's cores (RankContext)
 };
 
 class EmbeddedModelRank {

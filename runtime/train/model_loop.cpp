@@ -283,7 +283,9 @@ void ModelLoop::save_checkpoint(int64_t done, bool as_span) {
   if (logs_and_checkpoints_) {
     std::optional<timing::ScopedSpan> span;
     if (as_span) span.emplace(timing::Stage::checkpoint, done - 1);
-    checkpoints_.save(*trainer_, checkpoint_position(*setup_.schedule, done));
+    const nlohmann::json position = checkpoint_position(*setup_.schedule, done);
+    // The trainer's bytes first: a state that is not finite is refused before anything is written.
+    checkpoints_.save(trainer_->checkpoint_bytes(position), position);
   }
   stream_.set_newest_checkpoint(checkpoint_name(done));
 }

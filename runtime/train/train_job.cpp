@@ -19,14 +19,12 @@
 #include "common/log.h"
 #include "common/slurm_env.h"
 #include "common/stop_signal.h"
-#include "model/trainer.h"
 #include "runtime/rank_timing.h"
 #include "runtime/train/batch_feeder.h"
 #include "runtime/train/cache_agreement.h"
 #include "runtime/train/checkpoints.h"
 #include "runtime/train/data_side.h"
 #include "runtime/train/finish_line.h"
-#include "runtime/train/model_loop.h"
 #include "runtime/train/mpi_gradient_reducer.h"
 #include "runtime/train/padding_summary.h"
 #include "runtime/train/role_plan.h"
@@ -35,6 +33,7 @@
 #include "runtime/train/train_settings.h"
 #include "runtime/transport/device_memory.h"
 #include "runtime/transport/feed_factory.h"
+#include "runtime/transport/gpu_facts.h"
 #include "timing/span_recorder.h"
 
 namespace sluice::runtime {
@@ -108,13 +107,28 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
   return timeline;
 }
 
+// The GPUs a model rank can use, as every rank must count them for the same role plan: libtorch's
+// count in sluice-train; in a process without libtorch (a Python model rank's) the CUDA runtime's,
+// the same devices (torch_parts.h).
+int visible_gpus(const TorchParts* torch) {
+  if (torch != nullptr) return torch->cuda_device_count();
+  const transport::GpuEnvironment gpus = transport::gpu_environment();
+  if (!gpus.cuda_compiled) {
+    throw ConfigError("model.device is cuda, but this sluice Python module was built without CUDA (" + gpus.problem +
+                      "), so it cannot see the GPUs that the sluice ranks place the model ranks on: rebuild it "
+                      "where the CUDA toolkit is found (SLUICE_CUDA=ON)");
+  }
+  return static_cast<int>(gpus.gpus.size());
+}
+
 // The role plan from the ranks' hosts and the node's GPUs; rank 0 prints it and keeps the config
 // in the run directory.
-RolePlan plan_and_print_roles(const MpiSession& session, const TrainSettings& settings, const JobAgreement& job) {
+RolePlan plan_and_print_roles(const MpiSession& session, const TrainSettings& settings, const JobAgreement& job,
+                              const TorchParts* torch) {
   std::vector<std::string> hosts;
   for (int r = 0; r < session.size(); ++r) hosts.push_back(session.host_of(r));
   RolePlanRequest request =
-      settings.role_plan_request(std::move(hosts), settings.model_on_gpu() ? model::cuda_device_count() : 0);
+      settings.role_plan_request(std::move(hosts), settings.model_on_gpu() ? visible_gpus(torch) : 0);
   request.python_ranks = job.python_ranks();
   // Under Slurm, its view of tasks, nodes and GPUs must match the hosts the plan is built from.
   check_slurm_topology(session, settings.timeout_s, request.model_needs_gpu ? request.gpus_per_node : -1);
@@ -142,7 +156,7 @@ int64_t python_resume_step(const JobAgreement& job, int64_t end_step) {
 RunSetup plan_run(const MpiSession& session, const config::Config& config, const TrainSettings& settings,
                   const cache::CacheReader& reader, const TrainOptions& options, const JobAgreement& job) {
   RunSetup setup;
-  setup.roles = plan_and_print_roles(session, settings, job);
+  setup.roles = plan_and_print_roles(session, settings, job, options.torch);
   setup.model_ranks = setup.roles.model_ranks();
   SplitSamples split = split_samples(reader.entries(), settings.validation_fraction, settings.validation_seed);
   setup.validation = std::move(split.validation);
@@ -186,17 +200,20 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   return setup;
 }
 
-// A GPU rank works on its own GPU from here on; torch gets this rank's share of the cores.
-void set_up_compute(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me) {
+// A GPU rank works on its own GPU from here on; torch gets this rank's share of the cores (here
+// libtorch's; a Python model rank's script is told it, feed.compute_threads). Returns the share.
+int set_up_compute(const MpiSession& session, const TrainSettings& settings, const RankPlacement& me,
+                   const TorchParts* torch) {
   if (me.gpu >= 0 && settings.model_on_gpu()) transport::set_current_device(me.gpu);
   const int cores = usable_cores();
   const bool unbound = cores >= static_cast<int>(std::thread::hardware_concurrency());
   const int compute_threads = std::max(1, unbound ? cores / session.local_size() : cores);
-  model::set_compute_threads(compute_threads);
+  if (torch != nullptr) torch->set_compute_threads(compute_threads);
   const int busy = me.role == Role::model ? compute_threads : settings.reader_threads + 1;
   if (const std::string warning = binding_warning(busy); !warning.empty() && session.local_rank() <= 1) {
     logger()->warn("{}", warning);  // once for a data rank and once for a model rank on a node
   }
+  return compute_threads;
 }
 
 // One rank's run between the set-up and the end: what the role runners below share.
@@ -211,14 +228,23 @@ struct RankRun {
   RankContext& context;
   timing::RankTimeline& timeline;
   StatusBoard& status;
-  const ModelSide& model_side;  // empty: the C++ model loop (train_model)
+  const ModelSide& model_side;  // the C++ model loop (libtorch's) or the process's own (a Python rank's)
 };
 
-// This rank's model side: the C++ model loop, or the one the process put in its place (a Python
-// model rank's, model_side.h).
+// This rank's model side: the process's own (a Python model rank's, model_side.h), else the C++
+// model loop of the libtorch parts; a process with neither links no model to train.
+ModelSide model_side_of(const TrainOptions& options) {
+  if (options.model_side) return options.model_side;
+  if (options.torch != nullptr) return options.torch->model_loop;
+  return [](const ModelRankParts& parts) -> json {
+    throw Error(ErrorKind::internal, "rank " + std::to_string(parts.session.rank()) + " is a model rank, but this "
+                "process has neither sluice's C++ model loop (libtorch, sluice-train) nor a model side of its own");
+  };
+}
+
 json run_model_side(RankRun& run, const ModelFeed& feed, model::GradientReducer* reducer, MPI_Comm model_comm) {
   const ModelRankParts parts{run.session, run.settings, run.setup, run.reader, feed, model_comm, reducer, run.context};
-  return run.model_side ? run.model_side(parts) : train_model(parts);
+  return run.model_side(parts);
 }
 
 // One process: the data side feeds the trainer from a thread through an in-process channel.
@@ -373,9 +399,11 @@ void run_role(RankRun& run, json& rank_stats) {
 // The data side's work for this rank: none on a model rank or when replaying from memory.
 std::unique_ptr<DataSide> make_data_side(const MpiSession& session, const TrainSettings& settings,
                                          const RunSetup& setup, const RankPlacement& me,
-                                         const model::FeatureTransformSettings& features, size_t slot_bytes) {
+                                         const model::FeatureTransformSettings& features, size_t slot_bytes,
+                                         const TorchParts* torch) {
   if (me.role == Role::model || settings.replay_from_memory) return nullptr;
-  auto data_side = std::make_unique<DataSide>(session, settings, me, setup.roles.transport, features, slot_bytes);
+  auto data_side =
+      std::make_unique<DataSide>(session, settings, me, setup.roles.transport, features, slot_bytes, torch);
   if (session.rank() == setup.roles.data_ranks().front() && data_side->transform() != nullptr) {
     logger()->info("data ranks: {}", data_side->transform()->describe());
   }
@@ -462,7 +490,7 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   // writes its per-rank files (at the end of the run).
   if (session.rank() == 0) set_aside_earlier_attempt(settings.run_dir);
   const RankPlacement& me = setup.roles.at(session.rank());
-  set_up_compute(session, settings, me);
+  const int compute_threads = set_up_compute(session, settings, me, options.torch);
 
   transport::ChannelOptions channel;
   channel.slots = settings.credits;
@@ -473,6 +501,7 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   RankTiming rank_timing(session, config, timeline_identity(session, config, me, setup.roles.transport));
   RankContext context;
   context.delay = rank_timing.delay();
+  context.compute_threads = compute_threads;
   StatusBoard status(session, settings.status_every_s);
   context.status = &status;
   // Beats only to the ranks this one waits on and that wait on it (O(log ranks), not ranks - 1).
@@ -482,7 +511,7 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   context.features = feature_settings(settings, reader);
   // Outlives the feeder and its batches (pinned memory).
   const std::unique_ptr<DataSide> data_side =
-      make_data_side(session, settings, setup, me, context.features, channel.slot_bytes);
+      make_data_side(session, settings, setup, me, context.features, channel.slot_bytes, options.torch);
 
   FeedOptions feed;
   feed.reader_threads = settings.reader_threads;
@@ -493,8 +522,9 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
     feed.batch_memory = data_side->batch_memory();
     feed.work = data_side->work();
   }
+  const ModelSide model_side = model_side_of(options);
   RankRun run{session, settings, setup, reader, me, channel, feed, context, rank_timing.timeline(), status,
-              options.model_side};
+              model_side};
   json rank_stats;
   try {
     run_role(run, rank_stats);

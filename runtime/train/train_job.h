@@ -23,11 +23,13 @@
 //
 // The pieces (docs/architecture.md, "Training", has the table): train_job.cpp sets up and
 // dispatches by role; batch_feeder + data_side are the data side, model_loop the model side,
-// checkpoints the run directory's checkpoints, train_settings the typed settings.
+// checkpoints the run directory's checkpoints, train_settings the typed settings. All but the
+// model loop are in sluice_train, which links no libtorch (torch_parts.h).
 #include "common/config.h"
 #include "common/mpi_session.h"
 #include "runtime/train/job_agreement.h"
 #include "runtime/train/model_side.h"
+#include "runtime/train/torch_parts.h"
 
 namespace sluice::runtime {
 
@@ -44,6 +46,9 @@ struct TrainOptions {
   RankAnnouncement announce;
   // Set on a Python model rank: runs this rank's model side in place of the C++ model loop.
   ModelSide model_side;
+  // What this process has of libtorch (torch_parts.h): sluice-train's libtorch_parts(), which
+  // the C++ model loop comes from; null in a Python model rank's process, which links none.
+  const TorchParts* torch = nullptr;
 };
 
 int run_train(const MpiSession& session, const config::Config& config, const TrainOptions& options);

@@ -47,6 +47,9 @@ struct RankContext {
   FinishLine* finish = nullptr;
   timing::InjectedDelay delay;
   int waiting_for = -1;
+  // This rank's share of the node's cores: libtorch's thread pool on a C++ model rank; a Python
+  // model rank's script is told it (feed.compute_threads).
+  int compute_threads = 1;
   // train.normalize_mels and the masks, with the cache's statistics (feature_settings()).
   model::FeatureTransformSettings features;
   // The run stopped early on purpose: the model ranks agreed to stop after a stop signal reached

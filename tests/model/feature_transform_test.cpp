@@ -1,8 +1,12 @@
 // The per-batch feature transform on the CPU: normalisation values, masks as a pure function of
-// (seed, step, sample), padding left at zero, validation unmasked.
+// (seed, step, sample), padding left at zero, validation unmasked, and the same bits as libtorch's
+// CPU kernels, which did this work before the host path became plain loops (sluice_model_core).
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <vector>
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -148,6 +152,54 @@ TEST(FeatureTransform, DescribesWhatItDoes) {
             "normalise 6 mel bins with the cache's statistics; mask 2 x <= 20 frames and 1 x <= 8 mel bins per "
             "sample on cpu");
   EXPECT_FALSE(FeatureTransform(FeatureTransformSettings{}, "cpu").active());
+}
+
+// The host loops give libtorch's CPU bits (what FeatureTransform computed with libtorch before,
+// and what the CUDA path still does): x.sub_(mean).mul_(1 / stddev), then times the keep factors,
+// on a full-size batch of random values of both signs, with every mask kind. The keep factors are
+// the transform's own (its result on a batch of ones without statistics); the reference then
+// multiplies by them as the torch version did.
+TEST(FeatureTransform, HostLoopsGiveLibtorchsCpuBits) {
+  constexpr int64_t batch = 8, frames = 300, mels = 80;
+  std::mt19937 random(7);
+  std::normal_distribution<float> value(-5.0f, 4.0f);
+  std::vector<float> input(batch * frames * mels);
+  for (float& x : input) x = value(random);
+  std::vector<int32_t> lens(batch);
+  std::vector<int64_t> indices(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    lens[b] = static_cast<int32_t>(frames - 30 * b);
+    indices[b] = 1000 + 13 * b;
+  }
+  FeatureTransformSettings settings;
+  for (int m = 0; m < mels; ++m) {
+    settings.mean.push_back(value(random));
+    settings.stddev.push_back(m == 3 ? 0.0f : std::fabs(value(random)) / 3.0f);  // bin 3: floored deviation
+  }
+  settings.masking = {2, 40, 2, 12};
+  settings.seed = 99;
+
+  std::vector<float> mine = input;
+  FeatureTransform(settings, "cpu").apply({mine.data(), lens.data(), indices.data(), batch, frames, mels}, 12, true);
+
+  FeatureTransformSettings masks_only = settings;
+  masks_only.mean.clear();
+  masks_only.stddev.clear();
+  std::vector<float> keep(input.size(), 1.0f);
+  FeatureTransform(masks_only, "cpu").apply({keep.data(), lens.data(), indices.data(), batch, frames, mels}, 12, true);
+  const std::vector<float> inverse = inverse_stddevs(settings.stddev);
+  std::vector<float> reference = input;
+  at::Tensor x = at::from_blob(reference.data(), {batch, frames, mels}, at::kFloat);
+  x.sub_(at::from_blob(settings.mean.data(), {mels}, at::kFloat))
+      .mul_(at::from_blob(const_cast<float*>(inverse.data()), {mels}, at::kFloat));
+  x.mul_(at::from_blob(keep.data(), {batch, frames, mels}, at::kFloat));
+
+  ASSERT_EQ(std::memcmp(mine.data(), reference.data(), mine.size() * sizeof(float)), 0);
+  size_t masked = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t t = 0; t < lens[b]; ++t) masked += keep[(b * frames + t) * mels + 5] == 0.0f ? 1 : 0;
+  }
+  EXPECT_GT(masked, 0u);  // the masks were in the comparison
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 #endif
 
 #include "common/error.h"
-#include "model/feature_transform.h"
+#include "model/device_feature_transform.h"
 #include "model/loopback_reducer.h"
 #include "model/trainer.h"
 #include "model_test_util.h"
@@ -165,7 +165,7 @@ TEST(ModelGpu, FeatureTransformOnCudaMatchesCpu) {
   settings.seed = 31;
   std::unique_ptr<FeatureTransform> on_gpu;
   try {
-    on_gpu = std::make_unique<FeatureTransform>(settings, "cuda:0");
+    on_gpu = make_feature_transform(settings, "cuda:0");
   } catch (const ConfigError& error) {
     GTEST_SKIP() << error.what();
   }

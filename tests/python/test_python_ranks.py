@@ -21,6 +21,7 @@ SLUICE, SLUICE_PYTHON, MPIEXEC = os.environ["SLUICE"], os.environ["SLUICE_PYTHON
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE = os.path.join(HERE, "feed_probe.py")
 DDP_PROBE = os.path.join(HERE, "ddp_probe.py")
+NUMPY_PROBE = os.path.join(HERE, "numpy_probe.py")
 EXAMPLE = os.environ["EXAMPLE"]
 # Plain python3 (this interpreter) imports sluice when the extension module is built.
 PYTHON3 = sys.executable if os.environ.get("SLUICE_PYTHON_EXTENSION") == "ON" else SLUICE_PYTHON
@@ -176,6 +177,43 @@ class PythonRanks(unittest.TestCase):
             self.assertEqual(timeline["role"], "model (python)")
             self.assertEqual(timeline["status"], "finished")
             self.assertEqual(timeline["summary"]["steps"], 30)
+
+    # A script that imports no torch trains with NumPy alone (numpy.from_dlpack of the feed's DLPack
+    # producers): the module links no libtorch (issue 30, the ctest python_module_links_no_torch),
+    # every batch's mels are the cache's normalised values bit for bit (training batches normalised
+    # by the data rank, validation batches in the script's own process), the job exits 0 and torch
+    # never enters the process. Then the same script alone: one process feeding itself, the data
+    # side's normalisation in the script's process too.
+    def test_a_numpy_script_without_torch_trains(self):
+        steps, normalize = 20, ["--set", "train.normalize_mels=true"]
+        out = os.path.join(self.work, "numpy-{rank}.json")
+        run_dir, code, output = self.job("numpy", steps, [NUMPY_PROBE, out, self.cache], extra=normalize)
+        self.assertEqual(code, 0, output)
+        for rank in (0, 1):
+            record = read_json(out.format(rank=rank))
+            self.assertEqual(record["steps"], list(range(steps)), output)
+            self.assertEqual(record["mels_equal"], [True] * steps, output)
+            self.assertGreater(len(record["validation_equal"]), 0, output)
+            self.assertEqual(record["validation_equal"], [True] * len(record["validation_equal"]), output)
+            losses = record["losses"]
+            self.assertLess(sum(losses[-5:]) / 5, 0.7 * sum(losses[:5]) / 5, losses)
+            self.assertEqual(record["exit"], 0)
+            self.assertFalse(record["torch_imported"])
+        for rank in (1, 2):
+            timeline = read_json(os.path.join(run_dir, "timeline", f"rank-{rank}.json"))
+            self.assertEqual((timeline["role"], timeline["status"]), ("model (python)", "finished"))
+            self.assertEqual(timeline["summary"]["steps"], steps)
+
+        alone = os.path.join(self.work, "numpy-alone-{rank}.json")
+        overrides = [f"cache.dir={self.cache}", "train.run_dir=" + os.path.join(self.work, "numpy-alone"),
+                     "train.steps=8", "train.normalize_mels=true", *[c for c in COMMON if c != "--set"]]
+        code, output = run([PYTHON3, NUMPY_PROBE, alone, self.cache, *overrides])
+        self.assertEqual(code, 0, output)
+        record = read_json(alone.format(rank=0))
+        self.assertEqual(record["steps"], list(range(8)), output)
+        self.assertEqual(record["mels_equal"], [True] * 8, output)
+        self.assertEqual(record["exit"], 0)
+        self.assertFalse(record["torch_imported"])
 
     # Every planned batch arrives exactly once per epoch, and a resumed run continues with the
     # same batches from the step it is given.
