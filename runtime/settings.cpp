@@ -104,11 +104,16 @@ config::Schema build_schema() {
   // train: the run, the batch plan and the feed.
   schema.add({"train.run_dir", ValueType::string, "runs/train",
               "run directory: checkpoints, timings, report, effective config"});
-  schema.add({"train.epochs", ValueType::integer, "1", "epochs to train (ignored when train.steps > 0)", {}, 1, 1000000});
+  schema.add({"train.epochs", ValueType::integer, "1",
+              "epochs to train (ignored when train.steps > 0); each trains every sample once, but for fewer than "
+              "the model ranks deferred to the next epoch (after the last: past the run's end)",
+              {}, 1, 1000000});
   schema.add({"train.steps", ValueType::integer, "0",
               "global steps to train; 0 = train.epochs full epochs", {}, 0, 1LL << 40});
   schema.add({"train.batch_size", ValueType::integer, "8",
-              "samples per model rank per step (used when train.frame_budget is 0)", {}, 0, 1 << 20});
+              "samples per model rank per step (used when train.frame_budget is 0); an epoch's one tail step has "
+              "fewer",
+              {}, 0, 1 << 20});
   schema.add({"train.frame_budget", ValueType::integer, "0",
               "padded mel frames per batch; > 0 sets each bucket's batch size to budget / frames", {}, 0, 1LL << 40});
   schema.add({"train.bucket_edges", ValueType::string, "",
