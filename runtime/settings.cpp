@@ -78,6 +78,10 @@ config::Schema build_schema() {
               "mel frames per HDF5 chunk (each chunk carries a fletcher32 checksum)", {}, 1, 1 << 20});
   schema.add({"cache.gzip_level", ValueType::integer, "0",
               "gzip level of shard datasets; 0 = off (fastest reads)", {}, 0, 9});
+  schema.add({"cache.mel_dtype", ValueType::string, "float32",
+              "how shards store the mels: float32, or float16 (half the bytes, each value within 2^-11 of "
+              "it relative, read as float32; docs/cache-format.md)",
+              {"float32", "float16"}});
 
   // prep: the preparation job.
   schema.add({"prep.threads", ValueType::integer, "0",
@@ -289,6 +293,8 @@ nlohmann::json output_settings(const config::Config& config) {
   settings["corpus"].erase("path");
   settings["cache"] = all["cache"];
   settings["cache"].erase("dir");
+  // float32 is what every cache held before the key existed: left out, their fingerprints stay.
+  if (settings["cache"].value("mel_dtype", std::string("float32")) == "float32") settings["cache"].erase("mel_dtype");
   settings["prep"]["min_seconds"] = all["prep"]["min_seconds"];
   settings["prep"]["max_seconds"] = all["prep"]["max_seconds"];
   settings["prep"]["max_tokens"] = all["prep"]["max_tokens"];

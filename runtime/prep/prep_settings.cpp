@@ -28,6 +28,7 @@ PrepSettings PrepSettings::read(const config::Config& config) {
   build.cache_dir = settings.cache_dir;
   build.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
   build.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));
+  build.writer.float16_mels = config.string("cache.mel_dtype") == "float16";
   if (build.min_seconds >= build.max_seconds) {
     throw ConfigError("prep.min_seconds (" + std::to_string(build.min_seconds) +
                       ") must be below prep.max_seconds (" + std::to_string(build.max_seconds) + ")");
