@@ -58,5 +58,7 @@ inline float round_to_half(float value) { return half_to_float(float_to_half(val
 // half_to_float over n values: the CPU's F16C conversion (8 at a time) where it has one (x86
 // since 2012), else the function above; the same results either way (widening is exact).
 void halves_to_floats(const uint16_t* halves, float* out, size_t n);
+// float_to_half over n values, likewise (F16C rounds to nearest even too).
+void floats_to_halves(const float* values, uint16_t* out, size_t n);
 
 }  // namespace sluice::cache

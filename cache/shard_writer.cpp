@@ -35,6 +35,7 @@ struct ShardWriter::Impl {
   std::vector<float> pending;
   std::vector<uint16_t> pending_half;  // float16_mels: the pending chunk as stored, and its checksum
   std::vector<float> rounded;          // float16_mels: the appended sample's mels, rounded
+  std::vector<uint16_t> rounded_half;  // float16_mels: the same as halves, on the way
   int64_t pending_rows = 0;    // rows of `pending` filled: fewer than one chunk between appends
   int64_t frames_written = 0;  // rows of /mel in the file
   bool committed = false;
@@ -82,7 +83,7 @@ struct ShardWriter::Impl {
     const size_t values = chunk_values();
     const size_t filled = static_cast<size_t>(rows * n_mels);
     pending_half.resize(values + 2);  // + the checksum's 4 bytes
-    for (size_t v = 0; v < filled; ++v) pending_half[v] = float_to_half(pending[v]);
+    floats_to_halves(pending.data(), pending_half.data(), filled);
     std::fill(pending_half.begin() + static_cast<std::ptrdiff_t>(filled), pending_half.end(), uint16_t{0});
     if (options.gzip_level > 0) {
       h5::write_rows(mel, h5::ieee_f16le(), static_cast<hsize_t>(frames_written), static_cast<hsize_t>(rows),
@@ -297,7 +298,9 @@ void ShardWriter::append(const ShardSample& sample) {
   const float* mel = sample.mel;
   if (s.options.float16_mels) {
     s.rounded.resize(static_cast<size_t>(values));
-    for (int64_t v = 0; v < values; ++v) s.rounded[static_cast<size_t>(v)] = round_to_half(sample.mel[v]);
+    s.rounded_half.resize(static_cast<size_t>(values));
+    floats_to_halves(sample.mel, s.rounded_half.data(), static_cast<size_t>(values));
+    halves_to_floats(s.rounded_half.data(), s.rounded.data(), static_cast<size_t>(values));
     if (const int64_t v = first_non_finite(s.rounded.data(), values); v < values) {
       throw CacheError(where + ": mel value " + std::to_string(sample.mel[v]) + " at frame " +
                        std::to_string(v / s.n_mels) + ", bin " + std::to_string(v % s.n_mels) +

@@ -159,13 +159,15 @@ TEST(H5pyInterop, AFloat16ShardIsFloat16ForPythonAndTheRoundedValuesForSluice) {
   }
 }
 
-// Every half survives float_to_half(half_to_float(h)); the bulk widening (F16C where the CPU has
-// it) agrees with half_to_float on all 65,536; floats round to the nearest half, ties to even.
+// Every half survives float_to_half(half_to_float(h)); the bulk conversions (F16C where the CPU
+// has it) agree with the scalar ones on all 65,536 halves and on values between them; floats
+// round to the nearest half, ties to even.
 TEST(Float16, ConversionsAreExactAndRoundToNearestEven) {
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
   std::vector<float> bulk(all.size());
   halves_to_floats(all.data(), bulk.data(), all.size());
+  std::vector<uint16_t> back(all.size());
   for (uint32_t h = 0; h < 65536; ++h) {
     const float f = half_to_float(static_cast<uint16_t>(h));
     if (std::isnan(f)) {
@@ -175,6 +177,19 @@ TEST(Float16, ConversionsAreExactAndRoundToNearestEven) {
     ASSERT_EQ(float_to_half(f), h) << h;
     ASSERT_EQ(bulk[h], f) << h;
   }
+  floats_to_halves(bulk.data(), back.data(), bulk.size());
+  for (uint32_t h = 0; h < 65536; ++h) {
+    if (!std::isnan(bulk[h])) ASSERT_EQ(back[h], h) << h;
+  }
+  // The bulk rounding agrees with float_to_half's on values between halves, ties included.
+  std::vector<float> between;
+  for (uint32_t h = 0; h < 0x7bff; h += 7) {
+    const float lo = half_to_float(static_cast<uint16_t>(h)), hi = half_to_float(static_cast<uint16_t>(h + 1));
+    between.insert(between.end(), {lo + (hi - lo) / 4, (lo + hi) / 2, lo + 3 * (hi - lo) / 4, -(lo + hi) / 2});
+  }
+  std::vector<uint16_t> rounded(between.size());
+  floats_to_halves(between.data(), rounded.data(), between.size());
+  for (size_t i = 0; i < between.size(); ++i) ASSERT_EQ(rounded[i], float_to_half(between[i])) << between[i];
   EXPECT_EQ(half_to_float(float_to_half(1.0f + 0x1p-11f)), 1.0f);                 // tie: to even
   EXPECT_EQ(half_to_float(float_to_half(1.0f + 3 * 0x1p-11f)), 1.0f + 0x1p-9f);   // tie: to even
   EXPECT_EQ(half_to_float(float_to_half(-11.512925f)), -11.515625f);
