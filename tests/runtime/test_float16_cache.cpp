@@ -1,8 +1,8 @@
 // cache.mel_dtype: float16 end to end, on the real sample corpus: `sluice prep` writes the same
 // corpus twice (float32, float16), `sluice cache verify` passes the float16 cache, h5py
 // (tests/cache/compare_mels.py) reads its mels as float16 and finds each within the documented
-// error of the float32 cache's (relative 2^-11 = 4.9e-4), the cache is about half the bytes, and
-// `sluice train` trains on it.
+// error of the float32 cache's (relative 2^-11 = 4.9e-4), the cache is about half the bytes,
+// `sluice train` trains on it, and refuses a cache.mel_dtype the cache was not prepared with.
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -62,6 +62,17 @@ TEST(Float16Cache, PrepVerifyReadAndTrainWithinTheDocumentedError) {
                                          " --set runtime.timeout_s=60");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   EXPECT_NE(trained.output.find("step 3/3"), std::string::npos) << trained.output;
+
+  // Train takes the dtype from the cache: asking for the other one is a mismatch, also for a
+  // float32 cache, whose recorded settings leave the key out.
+  const auto refused = test::run_command(std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " +
+                                         SLUICE_BINARY + " train --cache " + full.string() + " --run-dir " +
+                                         test::scratch_dir("float16-test", "refused").string() +
+                                         " --steps 1 --set cache.mel_dtype=float16");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("cache.mel_dtype: \"float16\" (--set) but the cache was prepared with \"float32\""),
+            std::string::npos)
+      << refused.output;
 }
 
 }  // namespace
