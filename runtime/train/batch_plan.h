@@ -29,7 +29,8 @@
 // Shuffle. One std::mt19937_64 per epoch, seeded from (train.seed, epoch) with splitmix64 (the
 // engine's output is fixed by the C++ standard); bounded draws and Fisher-Yates are written out
 // here, never std::shuffle or std::uniform_int_distribution, whose algorithms are
-// implementation-defined. Each bucket's samples (in index order) are shuffled, bucket by bucket,
+// implementation-defined. Each bucket's samples (in index order) are shuffled, bucket by bucket
+// (the last bucket's carried samples first, on their own; spilled samples keep their order),
 // then cut into global steps; then the order of all global steps is shuffled.
 //
 // Remainder: spill, a tail step, carry. Nothing is dropped and nothing is repeated. A bucket's
@@ -52,9 +53,10 @@
 // (47.6% of 10^6 samples at B = 16); see docs/architecture.md.
 //
 // Position. A run's position is (epoch, step), step in [0, steps()). steps() depends on the
-// epoch's carried samples (see above); PlanSchedule does the numbering. A checkpoint stores the position of the next
-// batch to train (next() of the last trained one) with fingerprint(); a resumed run builds the
-// plan of that epoch, checks the fingerprint and continues at that step.
+// epoch's carried samples (see above); PlanSchedule does the numbering. A checkpoint stores the
+// position of the next batch to train (next() of the last trained one) with fingerprint() and
+// the samples carried into that epoch; a resumed run builds the plan of that epoch with them,
+// checks the fingerprint and continues at that step.
 //
 // Elastic resume (a job requeued on more or fewer model ranks mid-epoch). The epoch in progress
 // goes on with the samples not yet trained on in it, none twice: build_rest() rebuilds the plans
