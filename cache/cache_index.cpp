@@ -324,6 +324,11 @@ Manifest write_manifest(const fs::path& dir, IndexSummary summary, const nlohman
   manifest.fingerprint = summary.fingerprint;
   manifest.created = iso8601_now();
   manifest.settings = settings;
+  // The prep job's cache.mel_dtype (absent when float32, runtime/settings.cpp output_settings).
+  if (settings.is_object() && settings.contains("cache") && settings["cache"].contains("mel_dtype")) {
+    manifest.mel_dtype = settings["cache"]["mel_dtype"].get<std::string>();
+  }
+  manifest.format_version = manifest.mel_dtype == "float16" ? 2 : 1;
   manifest.vocabulary = vocabulary;
   manifest.languages = std::move(summary.languages);
   manifest.speakers = std::move(summary.speakers);

@@ -577,11 +577,22 @@ class Verifier {
       const hid_t root = shard.file.id();
       const std::string format = h5::read_string_attribute(root, layout::attr_format, where);
       const int64_t version = h5::read_int_attribute(root, layout::attr_format_version, where);
-      if (format != layout::shard_format || version != layout::shard_format_version) {
+      const bool float16 = m.mel_dtype == "float16";
+      const int64_t expected = float16 ? layout::shard_format_version_float16 : layout::shard_format_version;
+      if (format != layout::shard_format || version != expected) {
         fault(label, -1, "",
               "format is '" + format + "' version " + std::to_string(version) + "; expected '" +
-                  layout::shard_format + "' version " +
-                  std::to_string(layout::shard_format_version));
+                  layout::shard_format + "' version " + std::to_string(expected) + " (manifest.json's mel_dtype " +
+                  m.mel_dtype + ")");
+      }
+      if (h5::has_link(root, layout::mel, where)) {
+        const h5::Where at = where.with("/mel");
+        const h5::Dataset mel = h5::open_dataset(root, layout::mel, at);
+        if (!h5::stored_type_is(mel, float16 ? h5::ieee_f16le() : H5T_IEEE_F32LE, at)) {
+          fault(label, -1, "",
+                std::string("/mel is not stored as ") + (float16 ? "IEEE float16" : "IEEE float32 little-endian") +
+                    ", as manifest.json's mel_dtype " + m.mel_dtype + " says");
+        }
       }
       const std::string fingerprint =
           h5::read_string_attribute(root, layout::attr_fingerprint, where);

@@ -240,6 +240,19 @@ std::vector<H5Z_filter_t> filters(const Dataset& dataset, const Where& where) {
   return result;
 }
 
+hid_t ieee_f16le() {
+  static const hid_t type = [] {
+    const Where where{"(HDF5)", "float16 type"};
+    const hid_t made = check(H5Tcopy(H5T_IEEE_F32LE), "H5Tcopy", where);
+    check(H5Tset_fields(made, 15, 10, 5, 0, 10), "H5Tset_fields", where);
+    check(H5Tset_size(made, 2), "H5Tset_size", where);
+    check(H5Tset_ebias(made, 15), "H5Tset_ebias", where);
+    check(H5Tlock(made), "H5Tlock", where);
+    return made;
+  }();
+  return type;
+}
+
 bool stored_type_is(const Dataset& dataset, hid_t type, const Where& where) {
   Datatype stored(check(H5Dget_type(dataset.id()), "H5Dget_type", where));
   return check(H5Tequal(stored.id(), type), "H5Tequal", where) > 0;

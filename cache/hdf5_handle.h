@@ -202,6 +202,10 @@ std::vector<std::string> read_string_rows(const Dataset& dataset, hsize_t first,
 
 // The filters of a dataset's pipeline, in order (H5Z_FILTER_FLETCHER32, H5Z_FILTER_DEFLATE, ...).
 std::vector<H5Z_filter_t> filters(const Dataset& dataset, const Where& where);
+// IEEE 754 binary16, little-endian: HDF5 1.10 has no predefined one; this is the type h5py
+// makes for numpy's float16 (and reads back as float16). Created once, never closed; call under
+// h5::lock() like every HDF5 call.
+hid_t ieee_f16le();
 // Whether the dataset's stored element type equals `type` (e.g. H5T_IEEE_F32LE).
 bool stored_type_is(const Dataset& dataset, hid_t type, const Where& where);
 

@@ -60,6 +60,7 @@ json Manifest::to_json() const {
            {"shards", shard_list},
            {"totals", totals.to_json()},
            {"index", index}};
+  if (mel_dtype != "float32") out["mel_dtype"] = mel_dtype;
   if (mel_statistics) {
     out["mel_statistics"] = {{"frames", mel_statistics->frames},
                              {"mean", mel_statistics->mean},
@@ -77,11 +78,20 @@ Manifest Manifest::from_json(const json& j, const std::string& source) {
                      "': this is not a sluice cache manifest");
   }
   m.format_version = field<int64_t>(j, "format_version", source, "");
-  if (m.format_version != current_format_version) {
+  if (m.format_version < 1 || m.format_version > current_format_version) {
     throw CacheError(source + " has format_version " + std::to_string(m.format_version) +
-                     "; this sluice reads version " + std::to_string(current_format_version) +
+                     "; this sluice reads versions 1 to " + std::to_string(current_format_version) +
                      ": rebuild the cache with this sluice's `sluice prep`, or use the sluice "
                      "that wrote it");
+  }
+  m.mel_dtype = j.value("mel_dtype", std::string("float32"));
+  if (m.mel_dtype != "float32" && m.mel_dtype != "float16") {
+    throw CacheError(source + " has mel_dtype '" + m.mel_dtype + "'; this sluice reads float32 and float16");
+  }
+  if ((m.mel_dtype == "float16") != (m.format_version == 2)) {
+    throw CacheError(source + ": format_version " + std::to_string(m.format_version) + " with mel_dtype " +
+                     m.mel_dtype + " (float16 mels are version 2, float32 version 1); the manifest is damaged: "
+                     "rebuild the cache");
   }
   m.fingerprint = field<std::string>(j, "fingerprint", source, "");
   m.created = field<std::string>(j, "created", source, "");

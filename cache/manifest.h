@@ -31,10 +31,13 @@ struct ManifestTotals {
 
 struct Manifest {
   static constexpr const char* format_name = "sluice-cache";
-  static constexpr int64_t current_format_version = 1;
+  // 1: float32 mels; 2: the same layout with mel_dtype (float16 mels: shard format_version 2).
+  // A float32 cache is still written as version 1, so older sluice reads it.
+  static constexpr int64_t current_format_version = 2;
   static constexpr const char* file_name = "manifest.json";
 
-  int64_t format_version = current_format_version;
+  int64_t format_version = 1;          // 2 when mel_dtype is float16
+  std::string mel_dtype = "float32";   // "float32" or "float16": how the shards store /mel
   std::string fingerprint;
   std::string created;                 // ISO-8601 UTC, e.g. "2025-01-31T12:00:00Z"
   nlohmann::json settings;             // opaque: whatever the prep job passes

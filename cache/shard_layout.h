@@ -13,6 +13,8 @@ namespace sluice::cache::layout {
 
 inline constexpr const char* shard_format = "sluice-shard";
 inline constexpr int64_t shard_format_version = 1;
+// A shard whose /mel is IEEE float16 (cache.mel_dtype: float16); version 1 shards hold float32.
+inline constexpr int64_t shard_format_version_float16 = 2;
 inline constexpr const char* index_format = "sluice-index";
 inline constexpr int64_t index_format_version = 1;
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cache/float16.h"
 #include "cache/hdf5_handle.h"
 #include "cache/shard_layout.h"
 #include "common/error.h"
@@ -62,8 +63,10 @@ struct ShardReader::Impl {
   // (docs/cache-format.md has the measured rates).
   enum class MelPath { hdf5, direct, addressed } mel_path = MelPath::hdf5;
   hsize_t mel_chunk_rows = 0;
-  size_t chunk_values = 0;                  // floats of data in one chunk
+  size_t chunk_values = 0;                  // values of data in one chunk
+  size_t value_bytes = sizeof(float);       // 2: /mel is IEEE float16 (shard format_version 2)
   mutable std::vector<float> chunk_buffer;  // direct, addressed: one stored chunk (data, 4-byte checksum)
+  mutable std::vector<float> widened;       // float16: the checked chunk as floats, for consume()
   std::vector<uint64_t> chunk_addresses;    // addressed: file address of each /mel chunk
   int fd = -1;                              // addressed: the shard, open read-only
 
@@ -77,7 +80,7 @@ struct ShardReader::Impl {
   // addressed: the stored bytes of the chunk at `address` into chunk_buffer. A short read means
   // the file is now shorter than when it was opened (truncated, or replaced in place).
   const float* read_addressed_chunk(uint64_t address, hsize_t chunk_first, const h5::Where& at) const {
-    const size_t stored = chunk_values * sizeof(float) + 4;
+    const size_t stored = chunk_values * value_bytes + 4;
     auto* into = reinterpret_cast<uint8_t*>(chunk_buffer.data());
     size_t done = 0;
     while (done < stored) {
@@ -97,7 +100,7 @@ struct ShardReader::Impl {
 
   // Checks the chunk of /mel starting at frame chunk_first: `bytes` holds its data and checksum.
   void verify_chunk(const uint8_t* bytes, hsize_t chunk_first, const h5::Where& at) const {
-    const size_t data_bytes = chunk_values * sizeof(float);
+    const size_t data_bytes = chunk_values * value_bytes;
     // The fletcher32 filter appends its checksum little-endian; HDF5 also accepts the
     // byte-swapped form written by releases before 1.6.3, and so does this check.
     const uint32_t expected = static_cast<uint32_t>(bytes[data_bytes]) |
@@ -128,10 +131,10 @@ struct ShardReader::Impl {
     }
     chunk_addresses.resize(chunks);
     h5::read_rows(table, H5T_NATIVE_UINT64, 0, chunks, chunk_addresses.data(), at);
-    const uint64_t stored = chunk_values * sizeof(float) + 4;
+    const uint64_t stored = chunk_values * value_bytes + 4;
     const uint64_t file_bytes = fs::file_size(info.path);
     for (uint64_t address : chunk_addresses) {
-      if (address % alignof(float) != 0 || address > file_bytes || file_bytes - address < stored) {
+      if (address % value_bytes != 0 || address > file_bytes || file_bytes - address < stored) {
         throw CacheError(at.describe() + " holds an address outside the file or unaligned");
       }
     }
@@ -198,10 +201,12 @@ ShardReader::ShardReader(fs::path path, int64_t chunk_cache_bytes)
                      "', expected '" + layout::shard_format + "')");
   }
   s.info.format_version = h5::read_int_attribute(root, layout::attr_format_version, s.where);
-  if (s.info.format_version != layout::shard_format_version) {
+  if (s.info.format_version != layout::shard_format_version &&
+      s.info.format_version != layout::shard_format_version_float16) {
     throw CacheError(s.where.file + " has shard format_version " +
-                     std::to_string(s.info.format_version) + "; this sluice reads version " +
-                     std::to_string(layout::shard_format_version) +
+                     std::to_string(s.info.format_version) + "; this sluice reads versions " +
+                     std::to_string(layout::shard_format_version) + " and " +
+                     std::to_string(layout::shard_format_version_float16) +
                      ": rebuild the cache with this sluice's `sluice prep`");
   }
   s.info.fingerprint = h5::read_string_attribute(root, layout::attr_fingerprint, s.where);
@@ -224,10 +229,14 @@ ShardReader::ShardReader(fs::path path, int64_t chunk_cache_bytes)
     const bool direct =
         little_endian_host && chunk.size() == 2 && chunk[0] > 0 &&
         static_cast<int64_t>(chunk[1]) == s.info.n_mels &&
-        h5::filters(s.mel, at) == std::vector<H5Z_filter_t>{H5Z_FILTER_FLETCHER32} &&
-        h5::stored_type_is(s.mel, H5T_IEEE_F32LE, at);
-    if (direct) {
+        h5::filters(s.mel, at) == std::vector<H5Z_filter_t>{H5Z_FILTER_FLETCHER32};
+    // float16 chunks are checked as stored and widened here (cache/float16.h): HDF5's own
+    // conversion of a 2-byte float reads at ~1% of this path's rate (docs/cache-format.md).
+    const bool half = h5::stored_type_is(s.mel, h5::ieee_f16le(), at);
+    if (direct && (half || h5::stored_type_is(s.mel, H5T_IEEE_F32LE, at))) {
       s.mel_path = Impl::MelPath::direct;
+      s.value_bytes = half ? sizeof(uint16_t) : sizeof(float);
+      if (half) s.widened.resize(static_cast<size_t>(chunk[0] * chunk[1]));
       s.mel_chunk_rows = chunk[0];
       s.chunk_values = static_cast<size_t>(chunk[0] * chunk[1]);
       s.chunk_buffer.resize(s.chunk_values + 1);
@@ -293,7 +302,7 @@ void ShardReader::read_mel_pieces(int64_t first, int64_t count,
   }
   const hsize_t chunk_rows = s.mel_chunk_rows;
   const size_t row_values = static_cast<size_t>(s.info.n_mels);
-  const size_t data_bytes = s.chunk_values * sizeof(float);
+  const size_t data_bytes = s.chunk_values * s.value_bytes;
   for (hsize_t chunk_first = begin / chunk_rows * chunk_rows; chunk_first < end;
        chunk_first += chunk_rows) {
     const float* chunk = nullptr;
@@ -315,6 +324,12 @@ void ShardReader::read_mel_pieces(int64_t first, int64_t count,
     s.verify_chunk(reinterpret_cast<const uint8_t*>(chunk), chunk_first, at);
     const hsize_t lo = std::max(begin, chunk_first);
     const hsize_t hi = std::min(end, chunk_first + chunk_rows);
+    if (s.value_bytes == sizeof(uint16_t)) {  // widens the rows consume() gets
+      const size_t from = (lo - chunk_first) * row_values;
+      halves_to_floats(reinterpret_cast<const uint16_t*>(chunk) + from, s.widened.data() + from,
+                       (hi - lo) * row_values);
+      chunk = s.widened.data();
+    }
     consume(chunk + (lo - chunk_first) * row_values, static_cast<int64_t>(hi - lo));
   }
 }
@@ -460,8 +475,10 @@ bool is_complete_shard(const fs::path& path, const std::string& expected_fingerp
     }
     const bool matches =
         h5::read_string_attribute(root, layout::attr_format, where) == layout::shard_format &&
-        h5::read_int_attribute(root, layout::attr_format_version, where) ==
-            layout::shard_format_version &&
+        // Either version: the fingerprint already says float32 or float16 (cache.mel_dtype).
+        (h5::read_int_attribute(root, layout::attr_format_version, where) == layout::shard_format_version ||
+         h5::read_int_attribute(root, layout::attr_format_version, where) ==
+             layout::shard_format_version_float16) &&
         h5::read_int_attribute(root, layout::attr_shard, where) == number &&
         h5::read_string_attribute(root, layout::attr_fingerprint, where) == expected_fingerprint;
     if (!matches) return false;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cache/durable_file.h"
+#include "cache/float16.h"
 #include "cache/hdf5_handle.h"
 #include "cache/mel_statistics.h"
 #include "cache/shard_layout.h"
@@ -32,6 +33,9 @@ struct ShardWriter::Impl {
   // checksum after them, so that a full chunk goes to the file as it is stored (data, then its
   // fletcher32 little-endian) with one direct chunk write.
   std::vector<float> pending;
+  std::vector<uint16_t> pending_half;  // float16_mels: the pending chunk as stored, and its checksum
+  std::vector<float> rounded;          // float16_mels: the appended sample's mels, rounded
+  std::vector<uint16_t> rounded_half;  // float16_mels: the same as halves, on the way
   int64_t pending_rows = 0;    // rows of `pending` filled: fewer than one chunk between appends
   int64_t frames_written = 0;  // rows of /mel in the file
   bool committed = false;
@@ -55,7 +59,9 @@ struct ShardWriter::Impl {
     const h5::Where at = where.with("/mel");
     const int64_t rows = pending_rows;
     h5::set_extent(mel, {static_cast<hsize_t>(frames_written + rows), static_cast<hsize_t>(n_mels)}, at);
-    if (options.gzip_level > 0) {
+    if (options.float16_mels) {
+      write_pending_half_chunk(rows, at);
+    } else if (options.gzip_level > 0) {
       h5::write_rows(mel, H5T_NATIVE_FLOAT, static_cast<hsize_t>(frames_written),
                      static_cast<hsize_t>(rows), pending.data(), at);
     } else {
@@ -69,6 +75,26 @@ struct ShardWriter::Impl {
     }
     frames_written += rows;
     pending_rows = 0;
+  }
+
+  // write_pending_chunk() for a float16 /mel: the same two ways, on the chunk converted to halves
+  // (exact: the values were rounded at append).
+  void write_pending_half_chunk(int64_t rows, const h5::Where& at) {
+    const size_t values = chunk_values();
+    const size_t filled = static_cast<size_t>(rows * n_mels);
+    pending_half.resize(values + 2);  // + the checksum's 4 bytes
+    floats_to_halves(pending.data(), pending_half.data(), filled);
+    std::fill(pending_half.begin() + static_cast<std::ptrdiff_t>(filled), pending_half.end(), uint16_t{0});
+    if (options.gzip_level > 0) {
+      h5::write_rows(mel, h5::ieee_f16le(), static_cast<hsize_t>(frames_written), static_cast<hsize_t>(rows),
+                     pending_half.data(), at);
+      return;
+    }
+    const uint32_t checksum = h5::fletcher32(pending_half.data(), values * sizeof(uint16_t));
+    auto* tail = reinterpret_cast<unsigned char*>(pending_half.data() + values);
+    for (int byte = 0; byte < 4; ++byte) tail[byte] = static_cast<unsigned char>(checksum >> (8 * byte));
+    const hsize_t offset[2] = {static_cast<hsize_t>(frames_written), 0};
+    h5::write_raw_chunk(mel, offset, 0, pending_half.data(), values * sizeof(uint16_t) + 4, at);
   }
 
   // Copies frames into the pending chunk, writing each chunk as it fills: only whole chunks are
@@ -157,7 +183,9 @@ struct ShardWriter::Impl {
     write_strings(layout::rejects, rejects);
     hid_t root = file.id();
     h5::write_attribute(root, layout::attr_format, std::string(layout::shard_format), where);
-    h5::write_attribute(root, layout::attr_format_version, layout::shard_format_version, where);
+    h5::write_attribute(root, layout::attr_format_version,
+                        options.float16_mels ? layout::shard_format_version_float16 : layout::shard_format_version,
+                        where);
     h5::write_attribute(root, layout::attr_fingerprint, fingerprint, where);
     h5::write_attribute(root, layout::attr_shard, static_cast<int64_t>(shard), where);
     h5::write_attribute(root, layout::attr_n_mels, static_cast<int64_t>(n_mels), where);
@@ -210,7 +238,8 @@ ShardWriter::ShardWriter(fs::path final_path, int shard_number, int n_mels, std:
   auto held = h5::lock();
   s.file = h5::create_file(s.temporary_path.string(), layout::file_alignment);
   s.mel = h5::create_chunked(
-      s.file.id(), layout::mel, H5T_IEEE_F32LE, {0, static_cast<hsize_t>(n_mels)},
+      s.file.id(), layout::mel, options.float16_mels ? h5::ieee_f16le() : H5T_IEEE_F32LE,
+      {0, static_cast<hsize_t>(n_mels)},
       static_cast<hsize_t>(options.chunk_frames), options.gzip_level, s.where.with("/mel"));
   s.pending.assign(s.chunk_values() + 1, 0.0f);
 }
@@ -266,14 +295,27 @@ void ShardWriter::append(const ShardSample& sample) {
                      " is not finite; the feature extraction produced it: check the audio "
                      "and the features settings (features.log_floor must be > 0)");
   }
+  const float* mel = sample.mel;
+  if (s.options.float16_mels) {
+    s.rounded.resize(static_cast<size_t>(values));
+    s.rounded_half.resize(static_cast<size_t>(values));
+    floats_to_halves(sample.mel, s.rounded_half.data(), static_cast<size_t>(values));
+    halves_to_floats(s.rounded_half.data(), s.rounded.data(), static_cast<size_t>(values));
+    if (const int64_t v = first_non_finite(s.rounded.data(), values); v < values) {
+      throw CacheError(where + ": mel value " + std::to_string(sample.mel[v]) + " at frame " +
+                       std::to_string(v / s.n_mels) + ", bin " + std::to_string(v % s.n_mels) +
+                       " is outside float16's range (+-65504): set cache.mel_dtype: float32");
+    }
+    mel = s.rounded.data();
+  }
   auto held = h5::lock();
   try {
-    s.push_frames(sample.mel, sample.n_frames);
+    s.push_frames(mel, sample.n_frames);
   } catch (...) {
     s.failed = true;
     throw;
   }
-  s.mel_sums.add_frames(sample.mel, sample.n_frames);
+  s.mel_sums.add_frames(mel, sample.n_frames);
   s.mel_offsets.push_back(s.mel_offsets.back() + sample.n_frames);
   s.tokens.insert(s.tokens.end(), sample.tokens, sample.tokens + sample.n_tokens);
   s.token_offsets.push_back(s.token_offsets.back() + sample.n_tokens);

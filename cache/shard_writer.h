@@ -49,6 +49,11 @@ struct ShardWriterOptions {
   int chunk_frames = 128;
   // Deflate level 0-9 for every dataset; 0 = off (mels compress poorly and reads cost CPU).
   int gzip_level = 0;
+  // /mel as IEEE float16 (cache.mel_dtype: float16; the shard's format_version 2): half the
+  // bytes. Each value is rounded to nearest (relative error <= 2^-11) before anything else sees
+  // it, so /mel_sum and /mel_sum_sq describe the stored values; a value past float16's range
+  // (|x| > 65504) is a CacheError.
+  bool float16_mels = false;
 };
 
 class ShardWriter {

@@ -161,7 +161,7 @@ void padding_section(ReportDocument& doc, const json& padding) {
   DocumentTable table{{"bucket", "frames", "padded to", "batch", "batches", "real/padded frames", "real/padded tokens"},
                       numbers_after(0, 7), {}, {}};
   for (const auto& b : padding.value("buckets", json::array())) {
-    table.rows.push_back({std::to_string(b.value("bucket", 0)),
+    table.rows.push_back({b.value("tail", false) ? std::string("tail") : std::to_string(b.value("bucket", 0)),
                           fmt::format("{}-{}", b.value("shortest_frames", 0), b.value("max_frames", 0)),
                           std::to_string(b.value("max_frames", 0)), std::to_string(b.value("batch_size", 0)),
                           std::to_string(b.value("batches", 0)), percent(b.value("frame_efficiency", 1.0)),
@@ -171,6 +171,18 @@ void padding_section(ReportDocument& doc, const json& padding) {
   table.total_row = {"**all**", "", "", "", std::to_string(t.value("batches", 0)),
                      percent(t.value("frame_efficiency", 1.0)), percent(t.value("token_efficiency", 1.0))};
   doc.table(std::move(table));
+  // No sample is left out (batch_plan.h, "Remainder"): say where the remainder went.
+  const json remainder = padding.value("remainder", json::object());
+  if (remainder.contains("spilled")) {
+    std::string text = fmt::format("Remainder: {} samples of epoch 0 spilled into a longer bucket, {} deferred to the "
+                                   "next epoch (trained first there).",
+                                   remainder.value("spilled", int64_t{0}), remainder.value("deferred", int64_t{0}));
+    if (remainder.contains("deferred_past_end")) {
+      text += fmt::format(" {} samples deferred past the run's end (the last epoch's remainder).",
+                          remainder.value("deferred_past_end", int64_t{0}));
+    }
+    doc.paragraph(std::move(text));
+  }
 }
 
 // `feed`: whether the ranks exchanged batches (a train run), whose causality was checked.

@@ -78,6 +78,10 @@ config::Schema build_schema() {
               "mel frames per HDF5 chunk (each chunk carries a fletcher32 checksum)", {}, 1, 1 << 20});
   schema.add({"cache.gzip_level", ValueType::integer, "0",
               "gzip level of shard datasets; 0 = off (fastest reads)", {}, 0, 9});
+  schema.add({"cache.mel_dtype", ValueType::string, "float32",
+              "how shards store the mels: float32, or float16 (half the bytes, each value within 2^-11 of "
+              "it relative, read as float32; docs/cache-format.md)",
+              {"float32", "float16"}});
 
   // prep: the preparation job.
   schema.add({"prep.threads", ValueType::integer, "0",
@@ -104,11 +108,16 @@ config::Schema build_schema() {
   // train: the run, the batch plan and the feed.
   schema.add({"train.run_dir", ValueType::string, "runs/train",
               "run directory: checkpoints, timings, report, effective config"});
-  schema.add({"train.epochs", ValueType::integer, "1", "epochs to train (ignored when train.steps > 0)", {}, 1, 1000000});
+  schema.add({"train.epochs", ValueType::integer, "1",
+              "epochs to train (ignored when train.steps > 0); each trains every sample once, but for fewer than "
+              "the model ranks deferred to the next epoch (after the last: past the run's end)",
+              {}, 1, 1000000});
   schema.add({"train.steps", ValueType::integer, "0",
               "global steps to train; 0 = train.epochs full epochs", {}, 0, 1LL << 40});
   schema.add({"train.batch_size", ValueType::integer, "8",
-              "samples per model rank per step (used when train.frame_budget is 0)", {}, 0, 1 << 20});
+              "samples per model rank per step (used when train.frame_budget is 0); an epoch's one tail step has "
+              "fewer",
+              {}, 0, 1 << 20});
   schema.add({"train.frame_budget", ValueType::integer, "0",
               "padded mel frames per batch; > 0 sets each bucket's batch size to budget / frames", {}, 0, 1LL << 40});
   schema.add({"train.bucket_edges", ValueType::string, "",
@@ -284,6 +293,8 @@ nlohmann::json output_settings(const config::Config& config) {
   settings["corpus"].erase("path");
   settings["cache"] = all["cache"];
   settings["cache"].erase("dir");
+  // float32 is what every cache held before the key existed: left out, their fingerprints stay.
+  if (settings["cache"].value("mel_dtype", std::string("float32")) == "float32") settings["cache"].erase("mel_dtype");
   settings["prep"]["min_seconds"] = all["prep"]["min_seconds"];
   settings["prep"]["max_seconds"] = all["prep"]["max_seconds"];
   settings["prep"]["max_tokens"] = all["prep"]["max_tokens"];

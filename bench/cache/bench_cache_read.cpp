@@ -3,7 +3,7 @@
 // bench/measure/cache_read_bench.h, whose core this is also `sluice bench cache`).
 //
 // Usage: bench_cache_read [--dir DIR] [--samples N] [--shard-size N] [--n-mels N]
-//          [--chunk-frames N] [--gzip L] [--batch N] [--batches N] [--opens N]
+//          [--chunk-frames N] [--gzip L] [--float16] [--batch N] [--batches N] [--opens N]
 //          [--chunk-cache-bytes N] [--seed N] [--keep]
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +50,8 @@ Options parse(int argc, char** argv) {
       o.seed = static_cast<uint32_t>(std::stoul(next()));
     else if (a == "--keep")
       o.keep = true;
+    else if (a == "--float16")
+      o.float16 = true;
     else {
       std::fprintf(stderr, "unknown option %s (see the comment at the top of the source)\n",
                    a.c_str());

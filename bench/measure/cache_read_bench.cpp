@@ -58,7 +58,7 @@ void build_cache(const Options& o, const fs::path& dir) {
   for (int64_t first = 0, shard = 0; first < o.samples; first += o.shard_size, ++shard) {
     files.push_back(dir / sluice::cache::shard_file_name(shard));
     sluice::cache::ShardWriter writer(files.back(), static_cast<int>(shard), o.n_mels, "bench-fp",
-                                      sluice::cache::ShardWriterOptions{o.chunk_frames, o.gzip});
+                                      sluice::cache::ShardWriterOptions{o.chunk_frames, o.gzip, o.float16});
     for (int64_t i = first; i < std::min<int64_t>(first + o.shard_size, o.samples); ++i) {
       const int64_t frames = std::clamp<int64_t>(std::llround(frames_dist(random)), 100, 900);
       const int64_t n_tokens = std::clamp<int64_t>(
@@ -86,13 +86,13 @@ void build_cache(const Options& o, const fs::path& dir) {
       s.n_tokens = n_tokens;
       s.seconds = static_cast<double>(frames) * 256.0 / 22050.0;
       writer.append(s);
-      bytes += frames * o.n_mels * 4;
+      bytes += frames * o.n_mels * (o.float16 ? 2 : 4);
     }
     writer.commit();
   }
-  sluice::cache::finalize_cache(
-      dir, files, {{"n_mels", o.n_mels}, {"chunk_frames", o.chunk_frames}, {"gzip", o.gzip}},
-      {{"size", 151}});
+  nlohmann::json settings{{"n_mels", o.n_mels}, {"chunk_frames", o.chunk_frames}, {"gzip", o.gzip}};
+  if (o.float16) settings["cache"] = {{"mel_dtype", "float16"}};
+  sluice::cache::finalize_cache(dir, files, settings, {{"size", 151}});
   const double elapsed = seconds_since(start);
   std::printf(
       "built cache: %lld samples in %zu shards, %.1f MB of mels, %.1f s (%.0f MB/s written)\n",
@@ -234,8 +234,8 @@ int run_cache_read_bench(const CacheReadOptions& o) {
     temporary = !o.keep;
   }
   fs::create_directories(dir);
-  std::printf("bench_cache_read: dir %s, chunk_frames %d, gzip %d, batch %d, chunk cache %s\n",
-              dir.c_str(), o.chunk_frames, o.gzip, o.batch,
+  std::printf("bench_cache_read: dir %s, chunk_frames %d, gzip %d, mels %s, batch %d, chunk cache %s\n",
+              dir.c_str(), o.chunk_frames, o.gzip, o.float16 ? "float16" : "float32", o.batch,
               o.chunk_cache_bytes < 0 ? "HDF5 default (1 MiB)"
                                       : (std::to_string(o.chunk_cache_bytes) + " B").c_str());
   if (fs::exists(dir / "manifest.json")) {

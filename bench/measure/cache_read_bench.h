@@ -15,7 +15,7 @@
 //
 // Command lines: bench/cache/bench_cache_read and `sluice bench cache`:
 //   bench_cache_read [--dir DIR] [--samples N] [--shard-size N] [--n-mels N]
-//          [--chunk-frames N] [--gzip L] [--batch N] [--batches N] [--opens N]
+//          [--chunk-frames N] [--gzip L] [--float16] [--batch N] [--batches N] [--opens N]
 //          [--chunk-cache-bytes N] [--seed N] [--keep]
 #include <cstdint>
 #include <string>
@@ -31,6 +31,7 @@ struct CacheReadOptions {
   int n_mels = 80;
   int chunk_frames = sluice::cache::ShardWriterOptions{}.chunk_frames;
   int gzip = 0;
+  bool float16 = false;  // build the synthetic cache with float16 mels (cache.mel_dtype: float16)
   int batch = 32;
   int batches = 300;
   int opens = 20;

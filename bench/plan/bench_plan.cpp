@@ -9,9 +9,11 @@
 //   - the rest of an epoch after an elastic resume to 3/4 of the model ranks at half the epoch
 //     (BatchPlan::build_rest: two plans and the bookkeeping);
 //   - the plan's fingerprint alone (what --resume compares);
-// the plan's memory (the batches' sample indices), and, with INDEX_FILE (bench/plan/make_index.py
-// writes one), the seconds to read the cache index (cache::read_index: every rank reads it
-// in CacheReader::open) and the file's size. A benchmark, not a test: nothing here fails on time.
+// the plan's memory (the batches' sample indices); three epochs of the schedule accounted sample by
+// sample (trained, not trained, padded frames against real ones: account_epochs); and, with
+// INDEX_FILE (bench/plan/make_index.py writes one), the seconds to read the cache index
+// (cache::read_index: every rank reads it in CacheReader::open) and the file's size. A benchmark,
+// not a test: nothing here fails on time.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -73,6 +75,49 @@ void print(const char* what, const Timing& t) {
   std::printf("%-58s %9.3f s %9.3f s %9.3f s %9.3f s\n", what, t.min_s, t.median_s, t.min_cpu_s, t.median_cpu_s);
 }
 
+// What `epochs` whole epochs of PlanSchedule train, sample by sample: per epoch the samples
+// trained and not, the padded mel frames against the real ones, and over the run how many
+// samples were trained fewer times than the epochs (not trained at the run's end) or more (a
+// repeat, which the plan must never make). Uses only PlanSchedule::epoch_start/batch and the
+// plan's shapes, so the same source measures any version of the plan.
+void account_epochs(const std::vector<PlanSample>& split, const runtime::BatchPlanConfig& config, int model_ranks,
+                    int epochs) {
+  const runtime::PlanSchedule schedule(split, config, model_ranks);
+  std::vector<int32_t> frames_of(split.size());
+  for (const PlanSample& s : split) frames_of[static_cast<size_t>(s.index)] = s.n_frames;
+  std::vector<int16_t> times(split.size(), 0);
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    int64_t trained = 0, steps = 0;
+    double padded = 0, real = 0;
+    for (int64_t g = schedule.epoch_start(epoch); g < schedule.epoch_start(epoch + 1); ++g, ++steps) {
+      for (int rank = 0; rank < model_ranks; ++rank) {
+        const runtime::ScheduledBatch scheduled = schedule.batch(g, rank);
+        padded += static_cast<double>(scheduled.batch->samples.size()) * scheduled.shape().max_frames;
+        for (int64_t index : scheduled.batch->samples) {
+          real += frames_of[static_cast<size_t>(index)];
+          ++times[static_cast<size_t>(index)];
+          ++trained;
+        }
+      }
+    }
+    const auto total = static_cast<int64_t>(split.size());
+    int64_t behind = 0;  // sample-epochs owed so far and not trained: lost, or deferred (carried)
+    for (int16_t t : times) behind += t < epoch + 1 ? epoch + 1 - t : 0;
+    std::printf("epoch %d: %lld steps, %lld samples trained, %lld sample-epochs behind after it (%.2f%% of the "
+                "split), padded/real mel frames %.4f\n",
+                epoch, static_cast<long long>(steps), static_cast<long long>(trained), static_cast<long long>(behind),
+                100.0 * static_cast<double>(behind) / static_cast<double>(total), padded / real);
+  }
+  int64_t short_of = 0, repeated = 0;
+  for (int16_t t : times) {
+    short_of += t < epochs ? epochs - t : 0;
+    repeated += t > epochs ? t - epochs : 0;
+  }
+  std::printf("over %d epochs: %lld sample-epochs not trained by the run's end (lost, or deferred past the end), "
+              "%lld trained more than once per epoch\n",
+              epochs, static_cast<long long>(short_of), static_cast<long long>(repeated));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,10 +146,9 @@ int main(int argc, char** argv) {
   print("plan fingerprint (BatchPlan::fingerprint_of)",
         time_it(repeats, [&] { BatchPlan::fingerprint_of(split, config, model_ranks); }));
   const double plan_mib = static_cast<double>(plan.steps() * model_ranks * batch_size * 8) / (1 << 20);
-  std::printf("plan: %lld steps per epoch, %lld samples dropped (%.1f%%), %.1f MiB of sample indices\n",
-              static_cast<long long>(plan.steps()), static_cast<long long>(plan.dropped_samples()),
-              100.0 * static_cast<double>(plan.dropped_samples()) / static_cast<double>(samples), plan_mib);
-
+  std::printf("plan: %lld steps in epoch 0, %.1f MiB of sample indices\n", static_cast<long long>(plan.steps()),
+              plan_mib);
+  account_epochs(split, config, model_ranks, 3);
   if (index_file != nullptr) {
     int64_t rows = 0;
     print("cache index read (cache::read_index)", time_it(repeats, [&] {

@@ -28,6 +28,14 @@ PrepSettings PrepSettings::read(const config::Config& config) {
   build.cache_dir = settings.cache_dir;
   build.writer.chunk_frames = static_cast<int>(config.integer("cache.chunk_frames"));
   build.writer.gzip_level = static_cast<int>(config.integer("cache.gzip_level"));
+  build.writer.float16_mels = config.string("cache.mel_dtype") == "float16";
+  if (build.writer.float16_mels && build.writer.gzip_level > 0) {
+    // Deflated chunks go through HDF5's pipeline, whose float16 -> float32 conversion reads at
+    // about 1% of the raw-chunk path's rate (docs/cache-format.md, "Half-size mels").
+    throw ConfigError("cache.mel_dtype: float16 with cache.gzip_level " + std::to_string(build.writer.gzip_level) +
+                      " would read about 100x slower (HDF5's float16 conversion): set cache.gzip_level: 0, or "
+                      "cache.mel_dtype: float32");
+  }
   if (build.min_seconds >= build.max_seconds) {
     throw ConfigError("prep.min_seconds (" + std::to_string(build.min_seconds) +
                       ") must be below prep.max_seconds (" + std::to_string(build.max_seconds) + ")");

@@ -182,6 +182,11 @@ std::vector<Bucket> make_buckets(const std::vector<PlanSample>& samples,
     buckets.erase(small);
   }
 
+  // A sample spilled from a shorter bucket (see the header's Remainder) must fit the tokens too.
+  for (size_t b = 1; b < buckets.size(); ++b) {
+    buckets[b].shape.max_tokens = std::max(buckets[b].shape.max_tokens, buckets[b - 1].shape.max_tokens);
+  }
+
   const Bucket& shortest = buckets.front();
   if (config.frame_budget > 0 && config.frame_budget < shortest.shape.max_frames) {
     throw ConfigError("train.frame_budget = " + std::to_string(config.frame_budget) +
@@ -204,7 +209,7 @@ std::vector<Bucket> make_buckets(const std::vector<PlanSample>& samples,
 std::string plan_fingerprint(const std::vector<PlanSample>& samples,
                              const BatchPlanConfig& config, int model_ranks) {
   Fingerprint fingerprint;
-  fingerprint.add("batch_plan_version", int64_t{1});
+  fingerprint.add("batch_plan_version", int64_t{kBatchPlanVersion});
   std::string edges;
   for (int32_t edge : config.bucket_edges) edges += std::to_string(edge) + ",";
   fingerprint.add("bucket_edges", edges).add("n_buckets", config.n_buckets);
@@ -276,30 +281,56 @@ bool operator==(const EpochSegment& a, const EpochSegment& b) {
   return a.model_ranks == b.model_ranks && a.steps == b.steps;
 }
 
-BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
-                           int model_ranks, int64_t epoch) {
-  check_config(config, model_ranks);
-  if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
-  return deal(sorted_split(samples), config, model_ranks, epoch, {}, {});
+namespace {
+
+// `carried` (cache indices) as positions in the index-sorted split; an index not in it is a
+// DataError (the checkpoint does not belong to this split).
+std::vector<size_t> carried_positions(const std::vector<PlanSample>& sorted, const std::vector<int64_t>& carried) {
+  std::vector<size_t> positions;
+  positions.reserve(carried.size());
+  for (int64_t index : carried) {
+    const auto it = std::lower_bound(sorted.begin(), sorted.end(), index,
+                                     [](const PlanSample& s, int64_t i) { return s.index < i; });
+    if (it == sorted.end() || it->index != index) {
+      throw DataError("batch plan: sample " + std::to_string(index) +
+                      " was carried from the epoch before but is not in the training split: the checkpoint "
+                      "was made with another cache or split");
+    }
+    positions.push_back(static_cast<size_t>(it - sorted.begin()));
+  }
+  std::sort(positions.begin(), positions.end());
+  return positions;
 }
 
-BatchPlan BatchPlan::build_rest(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
-                                int model_ranks, int64_t epoch, const std::vector<EpochSegment>& earlier) {
+}  // namespace
+
+BatchPlan BatchPlan::build(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                           int model_ranks, int64_t epoch, const std::vector<int64_t>& carried) {
   check_config(config, model_ranks);
   if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
   const std::vector<PlanSample> sorted = sorted_split(samples);
-  std::vector<char> trained(sorted.size(), 0);  // by position in `sorted`
+  return deal(sorted, config, model_ranks, epoch, {}, carried_positions(sorted, carried), {});
+}
+
+BatchPlan BatchPlan::build_rest(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                                int model_ranks, int64_t epoch, const std::vector<EpochSegment>& earlier,
+                                const std::vector<int64_t>& carried) {
+  check_config(config, model_ranks);
+  if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
+  const std::vector<PlanSample> sorted = sorted_split(samples);
+  const std::vector<size_t> carried_at = carried_positions(sorted, carried);
+  std::vector<uint8_t> trained(sorted.size(), 0);  // copies trained, by position in `sorted`
   const auto position_of = [&](int64_t index) {
     const auto it = std::lower_bound(sorted.begin(), sorted.end(), index,
                                      [](const PlanSample& s, int64_t i) { return s.index < i; });
     return static_cast<size_t>(it - sorted.begin());
   };
-  // Replays the epoch's segments in order, marking what each trained.
+  // Replays the epoch's segments in order, counting what each trained.
   for (size_t i = 0; i < earlier.size(); ++i) {
     const EpochSegment& segment = earlier[i];
     check_config(config, segment.model_ranks);
     const std::vector<EpochSegment> before(earlier.begin(), earlier.begin() + static_cast<ptrdiff_t>(i));
-    const BatchPlan plan = deal(sorted, config, segment.model_ranks, epoch, before, trained);
+    const BatchPlan plan = deal(sorted, config, segment.model_ranks, epoch, before, carried_at, trained);
     if (segment.steps < 0 || segment.steps > plan.steps()) {
       throw DataError("batch plan: epoch " + std::to_string(epoch) + " was resumed after " +
                       std::to_string(segment.steps) + " steps of " + std::to_string(segment.model_ranks) +
@@ -308,14 +339,14 @@ BatchPlan BatchPlan::build_rest(const std::vector<PlanSample>& samples, const Ba
     }
     for (int64_t step = 0; step < segment.steps; ++step) {
       for (int rank = 0; rank < segment.model_ranks; ++rank) {
-        for (int64_t index : plan.batch(step, rank).samples) trained[position_of(index)] = 1;
+        for (int64_t index : plan.batch(step, rank).samples) ++trained[position_of(index)];
       }
     }
   }
-  BatchPlan rest = deal(sorted, config, model_ranks, epoch, earlier, trained);
+  BatchPlan rest = deal(sorted, config, model_ranks, epoch, earlier, carried_at, trained);
   rest.earlier_ = earlier;
   for (size_t i = 0; i < sorted.size(); ++i) {
-    if (trained[i]) rest.trained_earlier_.push_back(sorted[i].index);
+    for (uint8_t t = 0; t < trained[i]; ++t) rest.trained_earlier_.push_back(sorted[i].index);
   }
   return rest;
 }
@@ -326,7 +357,8 @@ std::string BatchPlan::fingerprint_of(const std::vector<PlanSample>& samples, co
 }
 
 BatchPlan BatchPlan::deal(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config, int model_ranks,
-                          int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<char>& trained) {
+                          int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<size_t>& carried,
+                          const std::vector<uint8_t>& trained) {
   // The buckets and shapes of the whole split, so that a rest plan pads as the full one does.
   std::vector<Bucket> buckets = make_buckets(sorted, config, model_ranks);
 
@@ -335,47 +367,117 @@ BatchPlan BatchPlan::deal(const std::vector<PlanSample>& sorted, const BatchPlan
   plan.model_ranks_ = model_ranks;
   plan.frame_budget_ = config.frame_budget;
   plan.fingerprint_ = plan_fingerprint(sorted, config, model_ranks);
+  for (size_t position : carried) plan.carried_.push_back(sorted[position].index);
+  for (const Bucket& bucket : buckets) plan.split_per_bucket_.push_back(bucket.shape.samples);
+
+  // Copies owed: carried ones first (a trained copy pays a carried one before the epoch's own).
+  std::vector<uint8_t> carried_owed(sorted.size(), 0);
+  for (size_t position : carried) ++carried_owed[position];
+  std::vector<uint8_t> own_owed(sorted.size(), 1);
+  if (!trained.empty()) {
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (trained[i] > carried_owed[i] + 1) {
+        internal_error("sample " + std::to_string(sorted[i].index) + " was trained more often than it was owed");
+      }
+      const uint8_t paid = std::min(trained[i], carried_owed[i]);
+      carried_owed[i] = static_cast<uint8_t>(carried_owed[i] - paid);
+      own_owed[i] = static_cast<uint8_t>(own_owed[i] - (trained[i] - paid));
+    }
+  }
 
   std::mt19937_64 engine(epoch_seed(config.seed, epoch, earlier));
   struct Step {
-    int32_t bucket;
-    size_t begin;  // into order[bucket]
+    int32_t bucket;  // the shape (the tail step's is the entry after the last bucket)
+    size_t source;   // into order
+    size_t begin;    // into order[source]
   };
   std::vector<std::vector<int64_t>> order(buckets.size());
+  std::vector<int64_t> spilled_in;  // from the shorter bucket, in its order
   std::vector<Step> steps;
   for (size_t b = 0; b < buckets.size(); ++b) {
     Bucket& bucket = buckets[b];
-    for (size_t i : bucket.members) {
-      if (trained.empty() || !trained[i]) order[b].push_back(sorted[i].index);
+    const bool last = b + 1 == buckets.size();
+    if (last) {
+      for (size_t position : carried) {
+        if (carried_owed[position] > 0) {
+          order[b].push_back(sorted[position].index);
+          --carried_owed[position];
+        }
+      }
+      shuffle(order[b], engine);
     }
-    shuffle(order[b], engine);
+    order[b].insert(order[b].end(), spilled_in.begin(), spilled_in.end());
+    std::vector<int64_t> own;
+    for (size_t i : bucket.members) {
+      if (own_owed[i] > 0) own.push_back(sorted[i].index);
+    }
+    shuffle(own, engine);
+    order[b].insert(order[b].end(), own.begin(), own.end());
+
     const int64_t group = step_size(bucket, model_ranks);
     bucket.shape.samples = static_cast<int64_t>(order[b].size());
     bucket.shape.steps = bucket.shape.samples / group;
     for (int64_t s = 0; s < bucket.shape.steps; ++s) {
-      steps.push_back({static_cast<int32_t>(b), static_cast<size_t>(s * group)});
+      steps.push_back({static_cast<int32_t>(b), b, static_cast<size_t>(s * group)});
     }
     const size_t used = static_cast<size_t>(bucket.shape.steps * group);
-    plan.dropped_.insert(plan.dropped_.end(), order[b].begin() + static_cast<ptrdiff_t>(used),
-                         order[b].end());
+    bucket.shape.spilled = static_cast<int64_t>(order[b].size() - used);
+    spilled_in.assign(order[b].begin() + static_cast<ptrdiff_t>(used), order[b].end());
     plan.buckets_.push_back(bucket.shape);
   }
+  // The last bucket's remainder: a tail step of B' per rank, the rest (< model_ranks) deferred.
+  const size_t last = buckets.size() - 1;
+  const auto tail_batch = static_cast<int32_t>(static_cast<int64_t>(spilled_in.size()) / model_ranks);
+  const size_t tail_begin = order[last].size() - spilled_in.size();
+  if (tail_batch > 0) {
+    BucketShape tail = buckets[last].shape;
+    tail.batch_size = tail_batch;
+    tail.samples = int64_t{tail_batch} * model_ranks;
+    tail.steps = 1;
+    tail.spilled = 0;
+    tail.tail = true;
+    plan.buckets_.push_back(tail);
+    steps.push_back({static_cast<int32_t>(plan.buckets_.size() - 1), last, tail_begin});
+  }
+  plan.deferred_.assign(order[last].begin() + static_cast<ptrdiff_t>(tail_begin + size_t(tail_batch) * size_t(model_ranks)),
+                        order[last].end());
   shuffle(steps, engine);
-  std::sort(plan.dropped_.begin(), plan.dropped_.end());
+  std::sort(plan.deferred_.begin(), plan.deferred_.end());
 
   plan.step_bucket_.reserve(steps.size());
   plan.batches_.reserve(steps.size() * static_cast<size_t>(model_ranks));
   for (const Step& step : steps) {
     plan.step_bucket_.push_back(step.bucket);
-    const auto& bucket_order = order[static_cast<size_t>(step.bucket)];
-    const size_t batch = static_cast<size_t>(buckets[static_cast<size_t>(step.bucket)].shape.batch_size);
+    const auto& source = order[step.source];
+    const size_t batch = static_cast<size_t>(plan.buckets_[static_cast<size_t>(step.bucket)].batch_size);
     for (int rank = 0; rank < model_ranks; ++rank) {
-      const auto first = bucket_order.begin() +
-                         static_cast<ptrdiff_t>(step.begin + static_cast<size_t>(rank) * batch);
+      const auto first = source.begin() + static_cast<ptrdiff_t>(step.begin + static_cast<size_t>(rank) * batch);
       plan.batches_.push_back({step.bucket, std::vector<int64_t>(first, first + static_cast<ptrdiff_t>(batch))});
     }
   }
   return plan;
+}
+
+int64_t BatchPlan::spilled_samples() const {
+  int64_t spilled = 0;
+  for (size_t b = 0; b + 1 < split_per_bucket_.size(); ++b) spilled += buckets_[b].spilled;
+  return spilled;
+}
+
+EpochCounts BatchPlan::whole_epoch(int64_t carried) const {
+  // deal()'s arithmetic on counts: the same cuts, without the samples.
+  EpochCounts counts;
+  int64_t spilled = 0;
+  for (size_t b = 0; b < split_per_bucket_.size(); ++b) {
+    const int64_t group = int64_t{buckets_[b].batch_size} * model_ranks_;
+    const int64_t pool = split_per_bucket_[b] + spilled + (b + 1 == split_per_bucket_.size() ? carried : 0);
+    counts.steps += pool / group;
+    spilled = pool % group;
+  }
+  const int64_t tail_batch = spilled / model_ranks_;
+  counts.steps += tail_batch > 0 ? 1 : 0;
+  counts.deferred = spilled - tail_batch * model_ranks_;
+  return counts;
 }
 
 const PlannedBatch& BatchPlan::batch(int64_t step, int model_rank) const {
@@ -399,41 +501,32 @@ PlanPosition BatchPlan::next(PlanPosition at) const {
   return {at.epoch + 1, 0};
 }
 
-int64_t BatchPlan::global_step(PlanPosition at) const {
-  if (at.epoch < 0 || at.step < 0 || at.step > steps()) {
-    internal_error("position (epoch " + std::to_string(at.epoch) + ", step " +
-                   std::to_string(at.step) + ") is outside a plan of " + std::to_string(steps()) +
-                   " steps per epoch");
-  }
-  return at.epoch * steps() + at.step;
-}
-
 std::string BatchPlan::summary() const {
   std::string out;
-  char line[200];
-  std::snprintf(line, sizeof line, "%6s %15s %8s %5s %9s %11s %13s\n", "bucket", "frames..F", "T",
-                "B", "samples", "steps/epoch", "dropped/epoch");
+  char line[240];
+  std::snprintf(line, sizeof line, "%6s %15s %8s %5s %9s %11s %9s\n", "bucket", "frames..F", "T", "B", "samples",
+                "steps/epoch", "spilled");
   out += line;
-  int64_t total = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const BucketShape& s = buckets_[b];
-    const int64_t dropped = s.samples - s.steps * s.batch_size * model_ranks_;
-    total += s.samples;
-    const bool over_budget =
-        frame_budget_ > 0 && int64_t{s.batch_size} * s.max_frames > frame_budget_;
-    std::snprintf(line, sizeof line, "%6zu %7d..%-6d %8d %5d %9lld %11lld %13lld%s\n", b,
-                  s.shortest_frames, s.max_frames, s.max_tokens, s.batch_size,
-                  static_cast<long long>(s.samples), static_cast<long long>(s.steps),
-                  static_cast<long long>(dropped),
-                  over_budget ? "  (longer than train.frame_budget: B = 1)" : "");
+    const bool over_budget = frame_budget_ > 0 && int64_t{s.batch_size} * s.max_frames > frame_budget_;
+    const std::string name = s.tail ? "tail" : std::to_string(b);
+    std::snprintf(line, sizeof line, "%6s %7d..%-6d %8d %5d %9lld %11lld %9s%s\n", name.c_str(), s.shortest_frames,
+                  s.max_frames, s.max_tokens, s.batch_size, static_cast<long long>(s.samples),
+                  static_cast<long long>(s.steps), s.tail ? "" : std::to_string(s.spilled).c_str(),
+                  s.tail ? "  (the last bucket's remainder, fewer samples per rank)"
+                         : over_budget ? "  (longer than train.frame_budget: B = 1)" : "");
     out += line;
   }
+  int64_t split = 0;
+  for (int64_t n : split_per_bucket_) split += n;
   std::snprintf(line, sizeof line,
-                "%lld samples, %lld global steps per epoch for %d model rank(s), %lld dropped per "
-                "epoch (%.1f%%)\n",
-                static_cast<long long>(total), static_cast<long long>(steps()), model_ranks_,
-                static_cast<long long>(dropped_samples()),
-                total > 0 ? 100.0 * static_cast<double>(dropped_samples()) / static_cast<double>(total) : 0.0);
+                "%lld samples (%lld carried in from the epoch before), %lld global steps in epoch %lld for %d model "
+                "rank(s), %lld spilled into a longer bucket, %lld deferred to the next epoch (%.2f%%)\n",
+                static_cast<long long>(split), static_cast<long long>(carried_.size()),
+                static_cast<long long>(steps()), static_cast<long long>(epoch_), model_ranks_,
+                static_cast<long long>(spilled_samples()), static_cast<long long>(deferred_samples()),
+                split > 0 ? 100.0 * static_cast<double>(deferred_samples()) / static_cast<double>(split) : 0.0);
   out += line;
   return out;
 }

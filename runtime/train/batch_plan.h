@@ -11,7 +11,8 @@
 // shape is never pushed into the next one); equal quantiles collapse, so there may be fewer.
 //
 // Padding (one static shape per bucket). A bucket's padded shape is its longest sample's frames
-// and its longest token count, each rounded up to train.pad_multiple; not the upper edge, which
+// and the longest token count of it and every shorter bucket (so that a sample spilled into it
+// fits, see Remainder), each rounded up to train.pad_multiple; not the upper edge, which
 // would pad more and does not exist for the last bucket. The shape is computed over the whole
 // split, never over one epoch's samples, so it is the same in every epoch: a model sees one
 // shape per bucket for the whole run and compiles (or captures a CUDA graph) once per bucket.
@@ -28,19 +29,34 @@
 // Shuffle. One std::mt19937_64 per epoch, seeded from (train.seed, epoch) with splitmix64 (the
 // engine's output is fixed by the C++ standard); bounded draws and Fisher-Yates are written out
 // here, never std::shuffle or std::uniform_int_distribution, whose algorithms are
-// implementation-defined. Each bucket's samples (in index order) are shuffled, bucket by bucket,
+// implementation-defined. Each bucket's samples (in index order) are shuffled, bucket by bucket
+// (the last bucket's carried samples first, on their own; spilled samples keep their order),
 // then cut into global steps; then the order of all global steps is shuffled.
 //
-// Remainder: drop. Within a bucket, the samples that do not fill a whole global step
-// (model_ranks x B) are left out of this epoch; they are the tail of this epoch's shuffle, so a
-// different set each epoch. Fewer than model_ranks x B samples per bucket are dropped, the count
-// is the same in every epoch (dropped_samples()), and every model rank gets exactly steps()
-// batches per epoch, so no collective waits for a rank that ran out.
+// Remainder: spill, a tail step, carry. Nothing is dropped and nothing is repeated. A bucket's
+// samples that do not fill a whole global step (model_ranks x B, the tail of its order) are
+// spilled into the next longer bucket, at the front of its order, ahead of that bucket's own
+// samples, so they are trained in this epoch padded to the longer shape (a bucket's max_tokens is
+// the longest of its own and every shorter bucket's, so any spilled sample fits). The last
+// bucket's remainder becomes one tail step of B' = floor(remainder / model_ranks) < B samples
+// per rank (every rank's batch of a step still has the same size; the tail step's shape is the
+// last bucket's with B', an extra entry of buckets()); what is left, fewer than model_ranks
+// samples, is deferred: carried into the next epoch's plan (build()'s `carried`), where it goes
+// first in the last bucket's order, ahead of spilled and own samples, so a carried sample is never
+// deferred twice. Over a run of E epochs every sample is trained E times, except the last epoch's
+// deferred samples (fewer than model_ranks): they are deferred past the run's end (counted in
+// the log), trained first if the run is extended, never silently lost. A carried sample is
+// trained twice in the epoch it is carried into (once for the epoch before), possibly in one step.
+// Steps per epoch: whole_epoch() counts them from the carried count alone; epochs differ by at
+// most one step. Why not drop (the old policy) or only carry: at 4,096 model ranks a bucket's
+// remainder is up to a whole global step, so every bucket would leave that much out every epoch
+// (47.6% of 10^6 samples at B = 16); see docs/architecture.md.
 //
-// Position. A run's position is (epoch, step), step in [0, steps()). steps() is the same for every
-// epoch of one split, settings and model-rank count. A checkpoint stores the position of the next
-// batch to train (next() of the last trained one) with fingerprint(); a resumed run builds the
-// plan of that epoch, checks the fingerprint and continues at that step.
+// Position. A run's position is (epoch, step), step in [0, steps()). steps() depends on the
+// epoch's carried samples (see above); PlanSchedule does the numbering. A checkpoint stores the
+// position of the next batch to train (next() of the last trained one) with fingerprint() and
+// the samples carried into that epoch; a resumed run builds the plan of that epoch with them,
+// checks the fingerprint and continues at that step.
 //
 // Elastic resume (a job requeued on more or fewer model ranks mid-epoch). The epoch in progress
 // goes on with the samples not yet trained on in it, none twice: build_rest() rebuilds the plans
@@ -48,7 +64,9 @@
 // steps trained with it), takes every sample those steps trained out, and deals the rest to the
 // new model-rank count exactly as build() deals a whole split: into the buckets of the full plan
 // for that count (same padded shapes, so a model still sees one shape per bucket), shuffled,
-// cut into global steps, the remainder dropped, the steps shuffled. The shuffle is seeded from
+// cut into global steps, the remainder spilled, a tail step, the rest deferred to the next epoch,
+// the steps shuffled. The epoch's carried samples are part of what the segments replay: a
+// sample is owed once plus once per carried copy, a trained copy pays the carried one first. The shuffle is seeded from
 // (train.seed, epoch, the segments), so the rest of the epoch is the same on every rank and every
 // rerun with those segments. The next epoch is a whole plan for the new count. MosaicML
 // streaming's elastic resume, for comparison, records only the samples seen in the epoch and
@@ -67,6 +85,10 @@ struct IndexEntry;
 }
 
 namespace sluice::runtime {
+
+// The version of the plan's rules, in fingerprint() and in checkpoints (latest.json
+// "plan_version"): 1 dropped each bucket's remainder; 2 spills, adds a tail step and carries.
+constexpr int kBatchPlanVersion = 2;
 
 // One sample of the training split; index is its position in the cache (index.h5 row).
 struct PlanSample {
@@ -89,11 +111,20 @@ struct BatchPlanConfig {
 // [batch_size, max_tokens] tokens.
 struct BucketShape {
   int32_t max_frames = 0;      // F: longest sample's frames rounded up to pad_multiple
-  int32_t max_tokens = 0;      // T: longest sample's tokens rounded up to pad_multiple
-  int32_t batch_size = 0;      // B: samples per model rank per step
+  int32_t max_tokens = 0;      // T: longest token count of this and every shorter bucket, rounded up
+  int32_t batch_size = 0;      // B: samples per model rank per step (the tail step: B')
   int32_t shortest_frames = 0; // the shortest sample in the bucket (for summaries)
-  int64_t samples = 0;         // samples of the split in this bucket (build_rest(): not yet trained)
-  int64_t steps = 0;           // global steps per epoch drawn from this bucket
+  int64_t samples = 0;         // this epoch's samples in it: own (build_rest(): not yet trained),
+                               // spilled in from the shorter bucket, and (the last) carried in
+  int64_t steps = 0;           // global steps of this epoch drawn from this bucket
+  int64_t spilled = 0;         // samples passed on to the next bucket (the last: to the tail step)
+  bool tail = false;           // the tail step's shape (the last bucket's, with B' samples)
+};
+
+// What a whole epoch's plan (build()) holds, from the number of samples carried into it.
+struct EpochCounts {
+  int64_t steps = 0;
+  int64_t deferred = 0;  // carried into the next epoch
 };
 
 // One model rank's batch of one global step: `samples` are cache indices, in batch order.
@@ -121,54 +152,66 @@ class BatchPlan {
  public:
   // The plan of one epoch. Pure: the same arguments give the same plan on every rank, platform
   // and run; the order of `samples` does not matter. O(N log N); ~1 ms per 10k samples.
+  // `carried`: the cache indices the epoch before deferred (its deferred_indices()); none for a
+  // run's first epoch. The same sample twice is allowed (owed twice).
   static BatchPlan build(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
-                         int model_ranks, int64_t epoch);
+                         int model_ranks, int64_t epoch, const std::vector<int64_t>& carried = {});
   // The rest of `epoch` for `model_ranks` after the segments `earlier` (in the order they ran;
   // the first one's plan is build()'s, each later one's the build_rest() of those before it).
   // Empty `earlier` gives build()'s plan. Costs one build per segment. A segment with more steps
   // than its plan has is a DataError (the checkpoint does not belong to this split).
+  // `carried`: the epoch's, as build() took it for the first segment.
   static BatchPlan build_rest(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
-                              int model_ranks, int64_t epoch, const std::vector<EpochSegment>& earlier);
+                              int model_ranks, int64_t epoch, const std::vector<EpochSegment>& earlier,
+                              const std::vector<int64_t>& carried = {});
   // fingerprint() of the plans build() makes from these inputs, without building one.
   static std::string fingerprint_of(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
                                     int model_ranks);
 
   int64_t epoch() const { return epoch_; }
   int model_ranks() const { return model_ranks_; }
-  // Global steps in this epoch (the same in every epoch).
+  // Global steps in this epoch (whole epochs: whole_epoch(carried).steps).
   int64_t steps() const { return static_cast<int64_t>(step_bucket_.size()); }
   // The batch of `model_rank` (0-based among model ranks) at global step `step`; every rank's
   // batch of one step comes from the same bucket.
   const PlannedBatch& batch(int64_t step, int model_rank) const;
   const std::vector<BucketShape>& buckets() const { return buckets_; }
 
-  // Samples of the split left out of this epoch by the remainder policy, and which ones.
-  int64_t dropped_samples() const { return static_cast<int64_t>(dropped_.size()); }
-  const std::vector<int64_t>& dropped_indices() const { return dropped_; }
-  // build_rest(): the segments this plan continues after, and the samples they trained (sorted).
+  // Samples this epoch defers to the next (fewer than model_ranks), and which ones (sorted).
+  int64_t deferred_samples() const { return static_cast<int64_t>(deferred_.size()); }
+  const std::vector<int64_t>& deferred_indices() const { return deferred_; }
+  // The samples carried into this epoch (build()'s `carried`, sorted).
+  const std::vector<int64_t>& carried() const { return carried_; }
+  // Samples trained in a longer bucket than their own this epoch.
+  int64_t spilled_samples() const;
+  // The counts of a whole epoch of this plan's split, settings and model ranks with `carried`
+  // samples carried in, without building it (O(buckets)).
+  EpochCounts whole_epoch(int64_t carried) const;
+  // build_rest(): the segments this plan continues after, and the samples they trained (sorted;
+  // a sample twice when both its copies were).
   const std::vector<EpochSegment>& earlier() const { return earlier_; }
   const std::vector<int64_t>& trained_earlier() const { return trained_earlier_; }
 
   // The position after `at`: the next step, or step 0 of the next epoch after the last one
   // (whose batches need that epoch's plan). `at` may be in any epoch.
   PlanPosition next(PlanPosition at) const;
-  // Steps trained before `at` since (0, 0): epoch * steps() + step (for schedules and logs).
-  int64_t global_step(PlanPosition at) const;
-
   // 32 hex digits over everything that defines the plan except the epoch (split, settings,
   // model ranks): a checkpoint's position is valid for a plan with the same fingerprint. A
   // build_rest() plan has the fingerprint of build()'s for its model-rank count.
   const std::string& fingerprint() const { return fingerprint_; }
 
-  // A table of the buckets (frames, padded shape, B, samples, steps, dropped) for rank 0 to print.
+  // A table of the buckets (frames, padded shape, B, samples, steps, spilled), the tail step and
+  // the deferred and carried counts, for rank 0 to print.
   std::string summary() const;
 
  private:
   BatchPlan() = default;
-  // The samples of the index-sorted split not marked in `trained` (empty: all), dealt to
+  // The copies of the index-sorted split's samples still owed (one each plus one per entry of
+  // `carried`, positions in `sorted`, less `trained`'s counts; empty: none trained), dealt to
   // `model_ranks` with the shuffle of (seed, epoch, earlier).
   static BatchPlan deal(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config, int model_ranks,
-                        int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<char>& trained);
+                        int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<size_t>& carried,
+                        const std::vector<uint8_t>& trained);
 
   int64_t epoch_ = 0;
   int model_ranks_ = 1;
@@ -176,7 +219,9 @@ class BatchPlan {
   std::vector<BucketShape> buckets_;
   std::vector<int32_t> step_bucket_;     // bucket of each global step
   std::vector<PlannedBatch> batches_;    // step-major: batches_[step * model_ranks + rank]
-  std::vector<int64_t> dropped_;
+  std::vector<int64_t> deferred_;
+  std::vector<int64_t> carried_;
+  std::vector<int64_t> split_per_bucket_;  // the split's own samples per bucket (whole_epoch())
   std::vector<EpochSegment> earlier_;
   std::vector<int64_t> trained_earlier_;
   std::string fingerprint_;

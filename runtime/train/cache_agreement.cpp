@@ -43,8 +43,13 @@ std::string describe_record(const json& record) {
 config::Config agree_with_cache(const config::Config& given, const json& manifest, const fs::path& cache_dir) {
   vocabulary_size(manifest, cache_dir);  // the model is built from it: fail here, not in the model rank
   config::Config agreed = given;
-  const json settings = manifest.value("settings", json::object());
+  json settings = manifest.value("settings", json::object());
   if (!settings.is_object()) return agreed;
+  // A float32 cache's settings leave cache.mel_dtype out (runtime/settings.cpp, output_settings),
+  // so that its fingerprint is what it was before the key existed; the manifest says which.
+  if (settings.contains("cache") && settings["cache"].is_object() && !settings["cache"].contains("mel_dtype")) {
+    settings["cache"]["mel_dtype"] = manifest.value("mel_dtype", std::string("float32"));
+  }
   const json current = given.to_json();
   const std::string origin = "cache " + (cache_dir / "manifest.json").string();
   std::vector<std::string> disagreements;

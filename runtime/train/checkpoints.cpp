@@ -268,8 +268,10 @@ json checkpoint_position(const PlanSchedule& schedule, int64_t global_step) {
   for (const EpochSegment& segment : record.earlier) {
     earlier.push_back({{"model_ranks", segment.model_ranks}, {"steps", segment.steps}});
   }
-  return json{{"global_step", global_step}, {"epoch", record.at.epoch}, {"step", record.at.step},
-              {"plan", record.fingerprint}, {"model_ranks", record.model_ranks}, {"epoch_segments", earlier}};
+  return json{{"global_step", global_step},   {"epoch", record.at.epoch},
+              {"step", record.at.step},         {"plan", record.fingerprint},
+              {"model_ranks", record.model_ranks}, {"epoch_segments", earlier},
+              {"plan_version", record.plan_version}, {"carried", record.carried}};
 }
 
 json resume_position(const fs::path& run_dir, PlanSchedule& schedule, bool warn) {
@@ -282,6 +284,8 @@ json resume_position(const fs::path& run_dir, PlanSchedule& schedule, bool warn)
   for (const json& segment : latest.value("epoch_segments", json::array())) {
     record.earlier.push_back({segment["model_ranks"].get<int>(), segment["steps"].get<int64_t>()});
   }
+  record.plan_version = latest.value("plan_version", 0);  // absent: version 1, which dropped the remainder
+  record.carried = latest.value("carried", std::vector<int64_t>{});
   latest["elastic"] = schedule.resume(record);
   return latest;
 }

@@ -64,15 +64,17 @@ class Checkpoints {
 };
 
 // Where the run is at `global_step`, as a checkpoint records it (PlanSchedule::record): the global
-// step, its epoch and step, the plan's fingerprint and model-rank count, and the segments of the
-// epoch trained before an elastic resume (epoch_segments: [{model_ranks, steps}, ...]).
+// step, its epoch and step, the plan's fingerprint and model-rank count, the segments of the
+// epoch trained before an elastic resume (epoch_segments: [{model_ranks, steps}, ...]), the
+// plan's version (plan_version, kBatchPlanVersion; absent before version 2) and the samples
+// carried into the epoch (carried: cache indices, fewer than the model ranks).
 nlohmann::json checkpoint_position(const PlanSchedule& schedule, int64_t global_step);
 
 // --resume: the newest good checkpoint's record in `run_dir` (Checkpoints::newest_good); anchors
 // `schedule` there (PlanSchedule::resume: the same plan, or the rest of the epoch on another
 // model-rank count, then "elastic" is true in the result). Throws ConfigError when there is no
-// good checkpoint or the plan differs from the checkpoint's in more than the number of model
-// ranks. `warn`: log what was passed over (one rank says it).
+// good checkpoint, the checkpoint is of another plan version, or the plan differs from the
+// checkpoint's in more than the number of model ranks. `warn`: log what was passed over (one rank says it).
 nlohmann::json resume_position(const std::filesystem::path& run_dir, PlanSchedule& schedule, bool warn = true);
 
 // A run without --resume must not mix its checkpoints with an earlier run's: throws ConfigError

@@ -16,7 +16,7 @@ double ratio(int64_t real, int64_t padded) {
 
 json shape_json(const BucketShape& b) {
   return {{"shortest_frames", b.shortest_frames}, {"max_frames", b.max_frames}, {"max_tokens", b.max_tokens},
-          {"batch_size", b.batch_size}};
+          {"batch_size", b.batch_size}, {"tail", b.tail}};
 }
 
 }  // namespace
@@ -69,10 +69,13 @@ PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const B
     }
   }
   for (const auto& b : summary.buckets) summary.total.add(b.figures);
+  summary.spilled = plan.spilled_samples();
+  summary.deferred = plan.deferred_samples();
   return summary;
 }
 
-json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks) {
+json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks,
+                  int64_t deferred_past_end) {
   const PaddingSummary now = summarize_padding(samples, config, model_ranks);
   json buckets = json::array();
   for (const auto& b : now.buckets) {
@@ -100,6 +103,8 @@ json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig&
       }
     }
   }
+  json remainder = {{"spilled", now.spilled}, {"deferred", now.deferred}};
+  if (deferred_past_end >= 0) remainder["deferred_past_end"] = deferred_past_end;
   return {{"format", padding_format},
           {"model_ranks", model_ranks},
           {"n_buckets", config.n_buckets},
@@ -109,12 +114,14 @@ json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig&
           {"pad_multiple", config.pad_multiple},
           {"buckets", buckets},
           {"total", now.total.to_json()},
-          {"alternatives", alternatives}};
+          {"alternatives", alternatives},
+          {"remainder", remainder}};
 }
 
 void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
-                           const BatchPlanConfig& config, int model_ranks) {
-  write_file_atomically(run_dir / "padding.json", padding_json(samples, config, model_ranks).dump(2) + "\n");
+                           const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end) {
+  write_file_atomically(run_dir / "padding.json",
+                        padding_json(samples, config, model_ranks, deferred_past_end).dump(2) + "\n");
 }
 
 }  // namespace sluice::runtime

@@ -16,7 +16,10 @@
 //   format, model_ranks, n_buckets, bucket_edges, batch_size, frame_budget, pad_multiple
 //   buckets   [{bucket, shortest_frames, max_frames, max_tokens, batch_size, batches, samples,
 //               real_frames, padded_frames, real_tokens, padded_tokens, frame_efficiency,
-//               token_efficiency}]   (efficiency = real / padded)
+//               token_efficiency, tail}]   (efficiency = real / padded; tail: the epoch's tail step)
+//   remainder {spilled, deferred, deferred_past_end}  (epoch 0: samples trained in a longer bucket,
+//              carried into epoch 1; deferred_past_end: after the run's last epoch, absent when the
+//              run ends at train.steps; batch_plan.h, "Remainder")
 //   total     {batches, samples, real_frames, padded_frames, real_tokens, padded_tokens,
 //              frame_efficiency, token_efficiency}
 //   alternatives [{n_buckets, buckets, frame_efficiency, token_efficiency,
@@ -54,17 +57,21 @@ struct BucketPadding {
 struct PaddingSummary {
   std::vector<BucketPadding> buckets;
   PaddingFigures total;
+  int64_t spilled = 0;   // BatchPlan::spilled_samples()
+  int64_t deferred = 0;  // BatchPlan::deferred_samples()
 };
 
 // Epoch 0's plan of `samples` under `config` with `model_ranks` model ranks. Pure.
 PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
                                  int model_ranks);
 
-// The whole "sluice-padding/1" document, alternatives included.
-nlohmann::json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks);
+// The whole "sluice-padding/1" document, alternatives included; `deferred_past_end` < 0: the run
+// ends at train.steps, not after whole epochs.
+nlohmann::json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks,
+                            int64_t deferred_past_end = -1);
 
 // RUN_DIR/padding.json (atomically).
 void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
-                           const BatchPlanConfig& config, int model_ranks);
+                           const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end = -1);
 
 }  // namespace sluice::runtime

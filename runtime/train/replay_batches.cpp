@@ -1,5 +1,6 @@
 #include "runtime/train/replay_batches.h"
 
+#include "common/error.h"
 #include "runtime/train/batch_assembler.h"
 
 namespace sluice::runtime {
@@ -34,7 +35,17 @@ std::optional<DeviceBatch> ReplayBatches::on_device(const BatchPointers& host) c
 
 BatchPointers ReplayBatches::at(int64_t global) {
   const ScheduledBatch scheduled = schedule_.batch(global, model_index_);
-  auto& bytes = by_bucket_.at(scheduled.batch->bucket);
+  auto found = by_bucket_.find(scheduled.batch->bucket);
+  if (found == by_bucket_.end() && scheduled.shape().tail) {
+    // A tail step (batch_plan.h, "Remainder") in an epoch after the two scanned, which had none:
+    // the last bucket's batch stands in (its padded length, B samples instead of B').
+    found = by_bucket_.find(scheduled.batch->bucket - 1);
+  }
+  if (found == by_bucket_.end()) {
+    throw Error(ErrorKind::internal, "replay: no batch of bucket " + std::to_string(scheduled.batch->bucket) +
+                                         " was assembled for global step " + std::to_string(global));
+  }
+  auto& bytes = found->second;
   // The header carries the position the stream checks; the payload is the bucket's batch.
   auto* header = reinterpret_cast<BatchHeader*>(bytes.data());
   header->epoch = scheduled.at.epoch;

@@ -170,26 +170,35 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   // train.epochs ends at an epoch's start, which an elastic resume moves.
   setup.end_step = settings.steps > 0 ? settings.steps : setup.schedule->epoch_start(settings.epochs);
   if (session.rank() == 0) {
-    std::printf("%s", setup.schedule->epoch(0)->summary().c_str());
+    std::printf("%s", setup.schedule->shapes().summary().c_str());
     std::printf("training %lld global steps (%lld per epoch), %zu validation samples\n",
                 static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
                 setup.validation.size());
+    const int64_t deferred_past_end = settings.steps == 0 ? setup.schedule->deferred_after(settings.epochs) : -1;
+    if (deferred_past_end >= 0) {
+      // The last epoch's remainder cannot be trained without a repeat or an unequal batch.
+      std::printf("%lld samples deferred past the run's end (the last epoch's remainder, fewer than the model ranks; "
+                  "trained first if the run is extended with more train.epochs)\n",
+                  static_cast<long long>(deferred_past_end));
+    }
     std::fflush(stdout);
     // Only now that a --resume is known to go on: a refused one leaves the earlier run's files as they were.
     config.write(settings.run_dir / "sluice-train.yaml");
     // RUN_DIR/padding.json: what padding costs the model ranks, for the report's padding verdict.
     write_padding_summary(settings.run_dir, setup.schedule->samples(), settings.plan,
-                          static_cast<int>(setup.model_ranks.size()));
+                          static_cast<int>(setup.model_ranks.size()), deferred_past_end);
   }
   if (session.rank() == 0 && setup.resume_from && (*setup.resume_from)["elastic"].get<bool>()) {
     const auto rest = setup.schedule->epoch(setup.schedule->position(setup.first_step).epoch);
     std::printf("elastic resume: the checkpoint's plan had %d model rank(s), this run has %zu; epoch %lld goes on "
-                "with the %lld samples it has not trained (%lld were), in %lld steps (%lld left over)\n",
+                "with the %lld samples it has not trained (%lld were; %zu carried in), in %lld steps (%lld deferred to "
+                "the next epoch)\n",
                 (*setup.resume_from)["model_ranks"].get<int>(), setup.model_ranks.size(),
                 static_cast<long long>(rest->epoch()),
-                static_cast<long long>(setup.schedule->samples().size() - rest->trained_earlier().size()),
-                static_cast<long long>(rest->trained_earlier().size()), static_cast<long long>(rest->steps()),
-                static_cast<long long>(rest->dropped_samples()));
+                static_cast<long long>(setup.schedule->samples().size() + rest->carried().size() -
+                                       rest->trained_earlier().size()),
+                static_cast<long long>(rest->trained_earlier().size()), rest->carried().size(),
+                static_cast<long long>(rest->steps()), static_cast<long long>(rest->deferred_samples()));
     std::fflush(stdout);
   }
   if (job.resume_step >= 0) setup.first_step = python_resume_step(job, setup.end_step);
@@ -494,7 +503,7 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
 
   transport::ChannelOptions channel;
   channel.slots = settings.credits;
-  channel.slot_bytes = max_batch_bytes(*setup.schedule->epoch(0), reader.n_mels());
+  channel.slot_bytes = max_batch_bytes(setup.schedule->shapes(), reader.n_mels());
   channel.timeout_s = settings.timeout_s;
 
   // Timing: every rank records its stages; clocks are aligned to rank 0's at start and at end.

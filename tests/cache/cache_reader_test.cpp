@@ -201,11 +201,16 @@ TEST(CacheReader, OtherFormatVersionErrorsClearly) {
   ScratchDir dir;
   testing::build_cache(dir.path(), 1, 3);
   nlohmann::json j = Manifest::read(dir.path()).to_json();
-  j["format_version"] = 2;
+  j["format_version"] = 3;
   std::ofstream(dir.path() / "manifest.json") << j.dump();
   const std::string message = error_of([&] { CacheReader::open(dir.path()); });
-  EXPECT_NE(message.find("format_version 2"), std::string::npos) << message;
-  EXPECT_NE(message.find("reads version 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("format_version 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("reads versions 1 to 2"), std::string::npos) << message;
+  // Version 2 is float16 mels: a version 2 manifest of float32 mels is damaged.
+  j["format_version"] = 2;
+  std::ofstream(dir.path() / "manifest.json") << j.dump();
+  const std::string float32 = error_of([&] { CacheReader::open(dir.path()); });
+  EXPECT_NE(float32.find("float16 mels are version 2"), std::string::npos) << float32;
 }
 
 TEST(CacheReader, IndexOutOfRangeErrorsClearly) {

@@ -114,7 +114,9 @@ inline std::vector<TestSample> build_cache(const std::filesystem::path& dir, int
                 {R"({"id":"bad-)" + std::to_string(shard) + R"(","reason":"too_short"})"}, options);
     all.insert(all.end(), samples.begin(), samples.end());
   }
-  finalize_cache(dir, files, {{"n_mels", n_mels}, {"hop", 256}}, vocabulary);
+  nlohmann::json settings{{"n_mels", n_mels}, {"hop", 256}};
+  if (options.float16_mels) settings["cache"] = {{"mel_dtype", "float16"}};  // as prep's output settings
+  finalize_cache(dir, files, settings, vocabulary);
   return all;
 }
 

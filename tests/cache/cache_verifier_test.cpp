@@ -112,6 +112,29 @@ TEST_F(CacheVerifier, CleanCacheIsOk) {
   EXPECT_EQ(result.to_json()["ok"], true);
 }
 
+// cache.mel_dtype: a float16 cache verifies clean; a manifest that says float16 over float32
+// shards is a fault per shard naming the version and the type.
+TEST(CacheVerifierFloat16, TheShardsMustHoldWhatTheManifestsMelDtypeSays) {
+  ScratchDir half;
+  testing::build_cache(half.path(), 2, 6, 8, "fp-half", ShardWriterOptions{32, 0, true});
+  const VerifyResult clean = verify_cache(half.path());
+  EXPECT_TRUE(clean.ok()) << clean.to_text();
+  EXPECT_EQ(Manifest::read(half.path()).mel_dtype, "float16");
+  EXPECT_EQ(Manifest::read(half.path()).format_version, 2);
+
+  ScratchDir full;
+  testing::build_cache(full.path(), 2, 6, 8, "fp-full", ShardWriterOptions{32, 0});
+  nlohmann::json manifest = Manifest::read(full.path()).to_json();
+  manifest["format_version"] = 2;
+  manifest["mel_dtype"] = "float16";
+  std::ofstream(full.path() / "manifest.json") << manifest.dump();
+  const VerifyResult wrong = verify_cache(full.path());
+  EXPECT_FALSE(wrong.ok());
+  const std::string text = wrong.to_text();
+  EXPECT_NE(text.find("expected 'sluice-shard' version 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("/mel is not stored as IEEE float16"), std::string::npos) << text;
+}
+
 TEST_F(CacheVerifier, FlippedBytesInAMelChunkNameTheShardAndSample) {
   const fs::path shard = dir_.path() / shard_file_name(1);
   const int target_row = 5;

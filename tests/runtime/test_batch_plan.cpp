@@ -43,7 +43,7 @@ void expect_same_plan(const BatchPlan& a, const BatchPlan& b) {
       ASSERT_EQ(a.batch(step, rank).samples, b.batch(step, rank).samples) << "step " << step;
     }
   }
-  EXPECT_EQ(a.dropped_indices(), b.dropped_indices());
+  EXPECT_EQ(a.deferred_indices(), b.deferred_indices());
 }
 
 void expect_same_shapes(const BatchPlan& a, const BatchPlan& b) {
@@ -75,7 +75,8 @@ TEST(BatchPlan, AnotherEpochShufflesButKeepsShapesAndCounts) {
   const BatchPlan e1 = BatchPlan::build(split, config, 2, 1);
   expect_same_shapes(e0, e1);
   EXPECT_EQ(e0.steps(), e1.steps());
-  EXPECT_EQ(e0.dropped_samples(), e1.dropped_samples());
+  EXPECT_EQ(e0.deferred_samples(), e1.deferred_samples());  // nothing carried into either
+  EXPECT_EQ(e0.spilled_samples(), e1.spilled_samples());
   EXPECT_EQ(e0.fingerprint(), e1.fingerprint());  // a position stays valid across epochs
   int64_t same_batches = 0, same_buckets = 0;
   for (int64_t step = 0; step < e0.steps(); ++step) {
@@ -84,7 +85,6 @@ TEST(BatchPlan, AnotherEpochShufflesButKeepsShapesAndCounts) {
   }
   EXPECT_EQ(same_batches, 0);
   EXPECT_LT(same_buckets, e0.steps() / 2);  // 8 buckets: ~1/8 agree by chance
-  EXPECT_NE(e0.dropped_indices(), e1.dropped_indices());  // a different remainder each epoch
 
   config.seed = 99;
   const BatchPlan other_seed = BatchPlan::build(split, config, 2, 0);
@@ -136,7 +136,7 @@ TEST_P(BatchPlanRanks, EveryRankGetsOneBatchOfTheSameBucketPerStep) {
   EXPECT_THROW(plan.batch(0, ranks), Error);
 }
 
-TEST_P(BatchPlanRanks, EverySampleOnceExceptExactlyTheDropped) {
+TEST_P(BatchPlanRanks, EverySampleOnceExceptExactlyTheDeferred) {
   const int ranks = GetParam();
   const auto split = make_split(3001);
   BatchPlanConfig config;
@@ -150,43 +150,63 @@ TEST_P(BatchPlanRanks, EverySampleOnceExceptExactlyTheDropped) {
   }
   const std::set<int64_t> unique(seen.begin(), seen.end());
   EXPECT_EQ(unique.size(), seen.size()) << "a sample appears twice in one epoch";
-  std::set<int64_t> dropped(plan.dropped_indices().begin(), plan.dropped_indices().end());
-  EXPECT_EQ(dropped.size(), plan.dropped_indices().size());
+  std::set<int64_t> deferred(plan.deferred_indices().begin(), plan.deferred_indices().end());
+  EXPECT_EQ(deferred.size(), plan.deferred_indices().size());
   std::set<int64_t> all;
   for (const auto& s : split) all.insert(s.index);
   std::set<int64_t> covered = unique;
-  for (int64_t d : dropped) EXPECT_EQ(covered.count(d), 0u) << "dropped sample " << d << " was planned";
-  covered.insert(dropped.begin(), dropped.end());
+  for (int64_t d : deferred) EXPECT_EQ(covered.count(d), 0u) << "deferred sample " << d << " was planned";
+  covered.insert(deferred.begin(), deferred.end());
   EXPECT_EQ(covered, all);
 
-  // Each bucket drops only what cannot fill one more global step.
-  int64_t expected_dropped = 0;
+  // A bucket spills only what cannot fill one more global step; fewer than the model ranks are deferred.
   for (const auto& bucket : plan.buckets()) {
+    if (bucket.tail) continue;
     const int64_t group = int64_t{bucket.batch_size} * ranks;
-    const int64_t left = bucket.samples - bucket.steps * group;
-    EXPECT_GE(left, 0);
-    EXPECT_LT(left, group);
-    expected_dropped += left;
+    EXPECT_EQ(bucket.samples - bucket.steps * group, bucket.spilled);
+    EXPECT_LT(bucket.spilled, group);
   }
-  EXPECT_EQ(plan.dropped_samples(), expected_dropped);
-  EXPECT_EQ(static_cast<int64_t>(seen.size()) + plan.dropped_samples(), 3001);
+  EXPECT_LT(plan.deferred_samples(), ranks);
+  EXPECT_EQ(static_cast<int64_t>(seen.size()) + plan.deferred_samples(), 3001);
+  const EpochCounts counts = plan.whole_epoch(0);
+  EXPECT_EQ(counts.steps, plan.steps());
+  EXPECT_EQ(counts.deferred, plan.deferred_samples());
 }
 
-TEST_P(BatchPlanRanks, NoSampleIsDroppedInEveryEpoch) {
+// The guarantee: over a run of E epochs, each epoch carrying what the one before deferred, every
+// sample is trained exactly E times, except the last epoch's deferred ones (E - 1 times).
+TEST_P(BatchPlanRanks, EverySampleOncePerEpochOverARunExceptTheLastEpochsDeferred) {
   const int ranks = GetParam();
-  const auto split = make_split(600);
+  const auto split = make_split(601);
   BatchPlanConfig config;
   config.batch_size = 8;
-  std::set<int64_t> trained;
-  for (int64_t epoch = 0; epoch < 20; ++epoch) {
-    const BatchPlan plan = BatchPlan::build(split, config, ranks, epoch);
+  constexpr int kEpochs = 20;
+  std::map<int64_t, int> times;
+  std::vector<int64_t> carried;
+  std::set<int64_t> steps_seen;
+  for (int64_t epoch = 0; epoch < kEpochs; ++epoch) {
+    const BatchPlan plan = BatchPlan::build(split, config, ranks, epoch, carried);
+    EXPECT_EQ(plan.steps(), plan.whole_epoch(static_cast<int64_t>(carried.size())).steps) << "epoch " << epoch;
+    EXPECT_EQ(plan.deferred_samples(), plan.whole_epoch(static_cast<int64_t>(carried.size())).deferred);
+    EXPECT_LT(plan.deferred_samples(), ranks);
+    steps_seen.insert(plan.steps());
     for (int64_t step = 0; step < plan.steps(); ++step) {
       for (int rank = 0; rank < ranks; ++rank) {
-        for (int64_t s : plan.batch(step, rank).samples) trained.insert(s);
+        const PlannedBatch& batch = plan.batch(step, rank);
+        EXPECT_EQ(static_cast<int32_t>(batch.samples.size()), plan.buckets()[static_cast<size_t>(batch.bucket)].batch_size);
+        for (int64_t s : batch.samples) ++times[s];
       }
     }
+    // Nothing carried in is deferred again.
+    for (int64_t c : carried) EXPECT_EQ(std::count(plan.deferred_indices().begin(), plan.deferred_indices().end(), c), 0);
+    carried = plan.deferred_indices();
   }
-  EXPECT_EQ(trained.size(), split.size());
+  EXPECT_EQ(times.size(), split.size());
+  for (const auto& s : split) {
+    const bool deferred_past_end = std::count(carried.begin(), carried.end(), s.index) > 0;
+    EXPECT_EQ(times[s.index], deferred_past_end ? kEpochs - 1 : kEpochs) << "sample " << s.index;
+  }
+  EXPECT_LE(steps_seen.size(), 2u) << "epochs differ by more than one step";
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelRanks, BatchPlanRanks, ::testing::Values(1, 2, 3));
@@ -205,14 +225,16 @@ TEST(BatchPlan, PaddedShapesHoldEverySampleOfTheirBucket) {
         const PlanSample& s = lengths.at(index);
         ASSERT_LE(s.n_frames, shape.max_frames) << "sample " << index;
         ASSERT_LE(s.n_tokens, shape.max_tokens) << "sample " << index;
-        ASSERT_GE(s.n_frames, shape.shortest_frames) << "sample " << index;
       }
     }
   }
   // Buckets are disjoint frame ranges, and each shape is its bucket's longest sample (over the
-  // whole split, dropped ones included) rounded up to pad_multiple: tight, and epoch-free.
+  // whole split) rounded up to pad_multiple, the tokens the longest of it and the shorter buckets
+  // (a spilled sample fits): tight, and epoch-free.
+  int32_t tokens_so_far = 0;
   for (size_t b = 0; b < plan.buckets().size(); ++b) {
     const BucketShape& shape = plan.buckets()[b];
+    if (shape.tail) continue;
     if (b > 0) {
       EXPECT_GT(shape.shortest_frames, plan.buckets()[b - 1].max_frames);
     }
@@ -224,9 +246,10 @@ TEST(BatchPlan, PaddedShapesHoldEverySampleOfTheirBucket) {
       longest = std::max(longest, s.n_frames);
       tokens = std::max(tokens, s.n_tokens);
     }
-    EXPECT_EQ(count, shape.samples) << "bucket " << b;
+    EXPECT_EQ(count + (b > 0 ? plan.buckets()[b - 1].spilled : 0), shape.samples) << "bucket " << b;
     EXPECT_EQ(shape.max_frames, (longest + 15) / 16 * 16) << "bucket " << b;
-    EXPECT_EQ(shape.max_tokens, (tokens + 15) / 16 * 16) << "bucket " << b;
+    tokens_so_far = std::max(tokens_so_far, tokens);
+    EXPECT_EQ(shape.max_tokens, (tokens_so_far + 15) / 16 * 16) << "bucket " << b;
   }
 }
 
@@ -259,7 +282,8 @@ TEST(BatchPlan, ExplicitEdgesAreInclusiveUpperBoundsAndTheLastBucketIsOpen) {
   EXPECT_EQ(plan.buckets()[1].steps, 3);
   EXPECT_EQ(plan.buckets()[2].steps, 2);
   EXPECT_EQ(plan.steps(), 7);
-  EXPECT_EQ(plan.dropped_samples(), 0);
+  EXPECT_EQ(plan.deferred_samples(), 0);
+  EXPECT_EQ(plan.spilled_samples(), 0);
 }
 
 TEST(BatchPlan, EmptyBucketsVanishAndTooSmallOnesMergeIntoTheLongerNeighbour) {
@@ -273,15 +297,23 @@ TEST(BatchPlan, EmptyBucketsVanishAndTooSmallOnesMergeIntoTheLongerNeighbour) {
   config.bucket_edges = {100, 200, 400, 800};  // (100, 200] stays empty
   config.batch_size = 4;
   const BatchPlan plan = BatchPlan::build(split, config, 2, 0);
-  ASSERT_EQ(plan.buckets().size(), 2u);
+  ASSERT_GE(plan.buckets().size(), 2u);
   EXPECT_EQ(plan.buckets()[0].shortest_frames, 50);
   EXPECT_EQ(plan.buckets()[0].max_frames, 304);
   EXPECT_EQ(plan.buckets()[0].samples, 19);
   EXPECT_EQ(plan.buckets()[1].shortest_frames, 700);
   EXPECT_EQ(plan.buckets()[1].max_frames, 5000);
   EXPECT_EQ(plan.buckets()[1].max_tokens, 96);
-  EXPECT_EQ(plan.buckets()[1].samples, 18);
-  EXPECT_EQ(plan.dropped_samples(), 3 + 2);
+  // 19 = 2 steps of 8 and 3 spilled into the last bucket: 3 + 18 = 21 = 2 steps, a tail step of
+  // 2 per rank, 1 deferred.
+  EXPECT_EQ(plan.buckets()[0].spilled, 3);
+  EXPECT_EQ(plan.buckets()[1].samples, 21);
+  ASSERT_EQ(plan.buckets().size(), 3u);
+  EXPECT_TRUE(plan.buckets()[2].tail);
+  EXPECT_EQ(plan.buckets()[2].batch_size, 2);
+  EXPECT_EQ(plan.buckets()[2].max_frames, 5000);
+  EXPECT_EQ(plan.steps(), 2 + 2 + 1);
+  EXPECT_EQ(plan.deferred_samples(), 1);
 }
 
 TEST(BatchPlan, QuantileEdgesSplitTheSplitEvenly) {
@@ -290,9 +322,10 @@ TEST(BatchPlan, QuantileEdgesSplitTheSplitEvenly) {
   config.n_buckets = 4;
   config.batch_size = 10;
   const BatchPlan plan = BatchPlan::build(split, config, 2, 0);
-  ASSERT_EQ(plan.buckets().size(), 4u);
+  ASSERT_GE(plan.buckets().size(), 4u);
   for (size_t b = 0; b < 4; ++b) {
     EXPECT_NEAR(static_cast<double>(plan.buckets()[b].samples), 2000.0, 100.0) << "bucket " << b;
+    EXPECT_FALSE(plan.buckets()[b].tail);
     if (b > 0) {
       EXPECT_GT(plan.buckets()[b].max_frames, plan.buckets()[b - 1].max_frames);
     }
@@ -310,11 +343,12 @@ TEST(BatchPlan, QuantilesOfEqualLengthsCollapseIntoOneBucket) {
   BatchPlanConfig config;
   config.n_buckets = 8;
   const BatchPlan plan = BatchPlan::build(split, config, 1, 0);
-  ASSERT_EQ(plan.buckets().size(), 1u);
+  ASSERT_EQ(plan.buckets().size(), 2u);  // the bucket and its tail step
   EXPECT_EQ(plan.buckets()[0].max_frames, 128);
   EXPECT_EQ(plan.buckets()[0].max_tokens, 24);
-  EXPECT_EQ(plan.steps(), 6);  // 100 / 16
-  EXPECT_EQ(plan.dropped_samples(), 4);
+  EXPECT_EQ(plan.buckets()[1].batch_size, 4);  // 100 = 6 x 16 + 4
+  EXPECT_EQ(plan.steps(), 7);
+  EXPECT_EQ(plan.deferred_samples(), 0);
 }
 
 TEST(BatchPlan, FrameBudgetSetsTheBatchSizeOfEachBucket) {
@@ -325,11 +359,12 @@ TEST(BatchPlan, FrameBudgetSetsTheBatchSizeOfEachBucket) {
   const BatchPlan plan = BatchPlan::build(split, config, 2, 0);
   ASSERT_GT(plan.buckets().size(), 1u);
   for (const auto& bucket : plan.buckets()) {
+    if (bucket.tail) continue;  // fewer
     EXPECT_EQ(bucket.batch_size, 12000 / bucket.max_frames);
     EXPECT_LE(int64_t{bucket.batch_size} * bucket.max_frames, 12000);
     EXPECT_GT(int64_t{bucket.batch_size + 1} * bucket.max_frames, 12000);
   }
-  EXPECT_GT(plan.buckets().front().batch_size, plan.buckets().back().batch_size);
+  EXPECT_GT(plan.buckets().front().batch_size, plan.buckets()[plan.buckets().size() - 2].batch_size);
   for (int64_t step = 0; step < plan.steps(); ++step) {
     const PlannedBatch& batch = plan.batch(step, 1);
     const auto& shape = plan.buckets()[static_cast<size_t>(batch.bucket)];
@@ -351,7 +386,7 @@ TEST(BatchPlan, ABucketLongerThanTheBudgetGetsOneSamplePerBatch) {
   config.batch_size = 0;
   config.frame_budget = 1000;
   const BatchPlan plan = BatchPlan::build(split, config, 2, 0);
-  ASSERT_EQ(plan.buckets().size(), 2u);
+  ASSERT_GE(plan.buckets().size(), 2u);
   EXPECT_EQ(plan.buckets()[0].batch_size, 10);
   EXPECT_EQ(plan.buckets()[1].batch_size, 1);
   EXPECT_EQ(plan.buckets()[1].steps, 2);
@@ -376,31 +411,33 @@ TEST(BatchPlan, ResumeContinuesWithTheNextUnseenBatch) {
   BatchPlanConfig config;
   config.batch_size = 8;
   const int ranks = 3;
-  // One uninterrupted run of two and a half epochs, as the sequence of rank 1's batches.
+  // One uninterrupted run of two and a half epochs, as the sequence of rank 1's batches; each
+  // epoch carries what the one before deferred.
   std::vector<std::vector<int64_t>> straight;
   PlanPosition at{0, 0};
   BatchPlan plan = BatchPlan::build(split, config, ranks, 0);
   const int64_t total = plan.steps() * 5 / 2;
   for (int64_t i = 0; i < total; ++i) {
-    if (plan.epoch() != at.epoch) plan = BatchPlan::build(split, config, ranks, at.epoch);
-    EXPECT_EQ(plan.global_step(at), i);
+    if (plan.epoch() != at.epoch) plan = BatchPlan::build(split, config, ranks, at.epoch, plan.deferred_indices());
     straight.push_back(plan.batch(at.step, 1).samples);
     at = plan.next(at);
   }
-  // Interrupted after every 7th batch: the checkpoint keeps the position of the next batch and
-  // the fingerprint; the "new process" rebuilds the plan from scratch.
+  // Interrupted after every 7th batch: the checkpoint keeps the position of the next batch, the
+  // fingerprint and the samples carried into its epoch; the "new process" rebuilds the plan.
   std::vector<std::vector<int64_t>> resumed;
   PlanPosition checkpoint{0, 0};
+  std::vector<int64_t> carried;
   std::string fingerprint = plan.fingerprint();
   while (static_cast<int64_t>(resumed.size()) < total) {
-    BatchPlan fresh = BatchPlan::build(split, config, ranks, checkpoint.epoch);
+    BatchPlan fresh = BatchPlan::build(split, config, ranks, checkpoint.epoch, carried);
     ASSERT_EQ(fresh.fingerprint(), fingerprint);
     PlanPosition p = checkpoint;
     for (int i = 0; i < 7 && static_cast<int64_t>(resumed.size()) < total; ++i) {
-      if (fresh.epoch() != p.epoch) fresh = BatchPlan::build(split, config, ranks, p.epoch);
+      if (fresh.epoch() != p.epoch) fresh = BatchPlan::build(split, config, ranks, p.epoch, fresh.deferred_indices());
       resumed.push_back(fresh.batch(p.step, 1).samples);
       p = fresh.next(p);
     }
+    carried = p.epoch == fresh.epoch() ? fresh.carried() : fresh.deferred_indices();
     checkpoint = p;
   }
   EXPECT_EQ(resumed, straight);
@@ -415,8 +452,6 @@ TEST(BatchPlan, NextWrapsIntoTheNextEpoch) {
   ASSERT_EQ(plan.steps(), 3);
   EXPECT_EQ(plan.next({4, 0}), (PlanPosition{4, 1}));
   EXPECT_EQ(plan.next({4, 2}), (PlanPosition{5, 0}));
-  EXPECT_EQ(plan.global_step({4, 2}), 14);
-  EXPECT_EQ(plan.global_step({5, 0}), 15);
   EXPECT_THROW(plan.next({4, 3}), Error);
   EXPECT_THROW(plan.next({-1, 0}), Error);
 }

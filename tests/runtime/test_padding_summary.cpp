@@ -76,6 +76,24 @@ TEST(PaddingSummary, AlternativesSayWhatMoreBucketsSave) {
   EXPECT_TRUE(padding_json(known_split(), two_buckets(), 2)["alternatives"].empty());
 }
 
+// 16 samples, one bucket, 3 model ranks x 2: two steps of 6, a tail step of 1 per rank, 1 deferred.
+TEST(PaddingSummary, TheTailStepIsARowAndTheRemainderIsCounted) {
+  BatchPlanConfig config;
+  config.n_buckets = 1;
+  config.batch_size = 2;
+  const auto doc = padding_json(known_split(), config, 3, 1);
+  ASSERT_EQ(doc["buckets"].size(), 2u) << doc.dump(2);
+  EXPECT_FALSE(doc["buckets"][0]["tail"].get<bool>());
+  EXPECT_TRUE(doc["buckets"][1]["tail"].get<bool>());
+  EXPECT_EQ(doc["buckets"][1]["batch_size"], 1);
+  EXPECT_EQ(doc["buckets"][1]["samples"], 3);
+  EXPECT_EQ(doc["total"]["samples"], 15);
+  EXPECT_EQ(doc["remainder"]["spilled"], 0);
+  EXPECT_EQ(doc["remainder"]["deferred"], 1);
+  EXPECT_EQ(doc["remainder"]["deferred_past_end"], 1);
+  EXPECT_FALSE(padding_json(known_split(), config, 3)["remainder"].contains("deferred_past_end"));
+}
+
 TEST(PaddingSummary, WritesPaddingJsonIntoTheRunDir) {
   const auto dir = test::scratch_dir("padding-summary", "run");
   write_padding_summary(dir, known_split(), two_buckets(), 2);
