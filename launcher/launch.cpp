@@ -43,7 +43,7 @@ static_assert(runtime::prep_too_many_rejects == 3, "docs/operations.md documents
 
 constexpr const char* exit_codes_help =
     "Exit codes (every command; docs/operations.md, \"Exit codes\"): 0 done; 1 failed (the error names "
-    "the file, sample, rank or host); 2 bad option or config, or settings that disagree with an existing "
+    "the file, sample, rank or host; supervise: restarts used up, or too few hosts left for --min-model-ranks); 2 bad option or config, or settings that disagree with an existing "
     "cache; 3 prep: more rejects than prep.max_reject_fraction; 4 train: stopped by SIGTERM/SIGUSR1 after "
     "writing a checkpoint (rerun with --resume); 5 the machine refused (disk full, read-only file system, "
     "permissions: the file is named; fix it and rerun).";
