@@ -77,8 +77,8 @@ for i in "${!targets[@]}"; do
   [ $((i % 2)) -eq 1 ] && signal=STOP
   victim=""
   for p in /proc/[0-9]*; do
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" || continue
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "$work/chaos" && victim=${p#/proc/} && break
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$rank" || continue
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$work/chaos" && victim=${p#/proc/} && break
   done
   [ -n "$victim" ] || { echo "fault $i: rank $rank not found" >&2; continue; }
   kill -"$signal" "$victim"

@@ -232,8 +232,8 @@ restart-leave-out)
   wait_line "$work/train.out" "step 4/" 120 || { fail "no step 4"; tail -n 30 "$work/train.out"; exit 1; }
   victim=""
   for p in /proc/[0-9]*; do
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=3 || continue
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "$work/run" && victim=${p#/proc/} && break
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx OMPI_COMM_WORLD_RANK=3 || continue
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$work/run" && victim=${p#/proc/} && break
   done
   [ -n "$victim" ] || { fail "rank 3's process not found"; exit 1; }
   kill -KILL "$victim"

@@ -126,8 +126,8 @@ if [ "$mode" = restart ]; then
   if wait_line "$work/restarted.out" "step 6/20" 240; then
     victim=""
     for p in /proc/[0-9]*; do
-      tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx SLURM_PROCID=1 || continue
-      tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "$work/restarted" && victim=${p#/proc/} && break
+      tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx SLURM_PROCID=1 || continue
+      tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$work/restarted" && victim=${p#/proc/} && break
     done
     if [ -n "$victim" ]; then
       kill -KILL "$victim"
