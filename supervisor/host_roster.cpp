@@ -55,6 +55,16 @@ int HostRoster::kept_hosts() const {
   return static_cast<int>(std::count_if(hosts_.begin(), hosts_.end(), [](const RosterHost& h) { return !h.left_out; }));
 }
 
+int HostRoster::uniform_slots() const {
+  int slots = 0;
+  for (const RosterHost& h : hosts_) {
+    if (h.left_out) continue;
+    if (slots != 0 && h.slots != slots) return 0;
+    slots = h.slots;
+  }
+  return slots;
+}
+
 int HostRoster::kept_ranks() const {
   int ranks = 0;
   for (const RosterHost& h : hosts_) ranks += h.left_out ? 0 : h.slots;

@@ -35,6 +35,9 @@ class HostRoster {
   // The left-out hosts, comma-separated (srun's --exclude).
   std::string left_out_list() const;
   int kept_hosts() const;
+  // The ranks per kept host when every kept host has the same count (srun --ntasks-per-node),
+  // else 0.
+  int uniform_slots() const;
   int kept_ranks() const;
   // Model ranks of a round on the kept hosts (ranks minus data ranks, roles.data_per_node's rule).
   int kept_model_ranks() const;

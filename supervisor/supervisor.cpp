@@ -200,6 +200,8 @@ class Supervision {
       if (!roster_.empty()) {
         argv.push_back("--nodes=" + std::to_string(roster_.kept_hosts()));
         argv.push_back("--ntasks=" + std::to_string(roster_.kept_ranks()));
+        // Slurm's block distribution would fill the first nodes by their CPUs, not by the list.
+        if (const int slots = roster_.uniform_slots()) argv.push_back("--ntasks-per-node=" + std::to_string(slots));
         if (!roster_.left_out_list().empty()) argv.push_back("--exclude=" + roster_.left_out_list());
       } else if (options_.ranks > 0) {
         argv.push_back("--ntasks=" + std::to_string(options_.ranks));

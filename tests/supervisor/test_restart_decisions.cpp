@@ -98,6 +98,7 @@ TEST(RestartHostRoster, AHostNamedTwiceIsLeftOut) {
   EXPECT_EQ(roster.left_out_list(), "b");
   EXPECT_EQ(roster.kept_ranks(), 6);
   EXPECT_EQ(roster.kept_model_ranks(), 4);
+  EXPECT_EQ(roster.uniform_slots(), 3);
 }
 
 TEST(RestartHostRoster, OneKilledRankLeavesItsHostOutWhereTheRestSuffice) {
@@ -121,6 +122,7 @@ TEST(RestartHostRoster, NoHostListOrAnUnknownHostLeavesNothingOut) {
   EXPECT_EQ(roster.kept_model_ranks(), 4);  // --data-per-node 0: every rank a model rank
   EXPECT_FALSE(roster.count(fault(FaultKind::killed, "elsewhere"), 1, 1));
   EXPECT_FALSE(roster.count(fault(FaultKind::silent, "a"), 0, 1)) << "--leave-out-after 0: never by count";
+  EXPECT_EQ(HostRoster("a:2,b:3", -1).uniform_slots(), 0) << "no --ntasks-per-node for srun";
 }
 
 TEST(RestartHostRoster, AMalformedListIsRefusedNamingTheItem) {
