@@ -252,7 +252,8 @@ restart-leave-out)
   check "round 2 model ranks" "$(json "$work/run/restarts.json" "['rounds'][1]['model_ranks']")" 1
   # Every sample of the epoch trained once: in a rank's file a step at or below one seen starts a
   # new round (the old round's lines from there on were lost with it); rank 3 trained in round 1
-  # only, so its lines past the checkpoint round 2 resumed from were lost.
+  # only, so its lines past the checkpoint round 2 resumed from were lost. Each file's first field
+  # is the batch's global step counted from 0; the checkpoint of step S holds steps 0..S-1.
   /usr/bin/python3 - "$work/run" <<'PY' || fail "samples of the epoch not trained exactly once"
 import collections, json, os, sys
 run = sys.argv[1]
@@ -265,8 +266,8 @@ for name in os.listdir(os.path.join(run, "samples")):
         while kept and kept[-1][0] >= int(g):
             kept.pop()
         kept.append((int(g), indices))
-    if name == "rank-3.tsv":
-        kept = [k for k in kept if k[0] <= resumed]
+    if name == "rank-3.tsv":  # the log's first field counts from 0: steps 0..resumed-1 were checkpointed
+        kept = [k for k in kept if k[0] < resumed]
     for g, indices in kept:
         times.update(int(i) for i in indices.split(","))
 twice = [i for i, n in times.items() if n > 1]
