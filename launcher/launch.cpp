@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <future>
 #include <iostream>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "commands/doctor_command.h"
 #include "commands/prep_command.h"
 #include "commands/report_command.h"
+#include "commands/supervise_command.h"
 #include "commands/train_command.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -41,7 +43,7 @@ static_assert(runtime::prep_too_many_rejects == 3, "docs/operations.md documents
 
 constexpr const char* exit_codes_help =
     "Exit codes (every command; docs/operations.md, \"Exit codes\"): 0 done; 1 failed (the error names "
-    "the file, sample, rank or host); 2 bad option or config, or settings that disagree with an existing "
+    "the file, sample, rank or host; supervise: restarts used up, or too few hosts left for --min-model-ranks); 2 bad option or config, or settings that disagree with an existing "
     "cache; 3 prep: more rejects than prep.max_reject_fraction; 4 train: stopped by SIGTERM/SIGUSR1 after "
     "writing a checkpoint (rerun with --resume); 5 the machine refused (disk full, read-only file system, "
     "permissions: the file is named; fix it and rerun).";
@@ -51,17 +53,22 @@ struct OfflineCommands {
   CacheCommand cache;
   ConfigCommand config;
   ReportCommand report;
+  SuperviseCommand supervise;
 
   void add(CLI::App& app) {
     cache.add(app);
     config.add(app);
     report.add(app);
+    supervise.add(app);
   }
   // The chosen command's exit code, or nullopt when none of these was chosen.
   std::optional<int> run() const {
     if (const auto code = cache.run()) return code;
     if (const auto code = config.run()) return code;
-    return report.run();
+    if (const auto code = report.run()) return code;
+    std::error_code error;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+    return supervise.run(error ? std::string("sluice") : self.string());
   }
 };
 

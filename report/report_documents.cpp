@@ -574,6 +574,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
   j["cpu"] = json::array();
   for (const auto& c : a.cpu) j["cpu"].push_back(c.to_json());
   j["padding"] = a.padding;
+  if (!a.restarts.is_null()) j["restarts"] = a.restarts;  // only a supervised run has one
   j["clock"] = clock_json(a.clock);
   j["hang"] = hang_json(a.hang);
   j["settings"] = a.settings;
@@ -596,6 +597,7 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   data_rank_section(doc, a);
   cpu_section(doc, a.cpu);
   padding_section(doc, a.padding);
+  restart_section(doc, a.restarts);
   clock_section(doc, a.clock);
   fate_section(doc, a.hang);
   doc.raw("Files: report.json (every number above), report.html (charts), trace.json (open in https://ui.perfetto.dev "

@@ -61,6 +61,10 @@ void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Wor
 // report.html add it above full_table_ranks model ranks.
 void host_section(ReportDocument& doc, const TrainAnalysis& a);
 
+// The restarts table (RUN_DIR/restarts.json): a row per restart (at most 100), its fault, steps
+// and lost time; nothing when the run was not restarted (restart_verdict.cpp).
+void restart_section(ReportDocument& doc, const nlohmann::json& restarts);
+
 // The verdicts past the first verdicts_shown, in one sentence: "12 more verdicts: straggler
 // (ranks 5, 9 and 3 more), ...; every one in report.json". "" when there are none.
 std::string more_verdicts_text(const std::vector<StallVerdict>& verdicts);

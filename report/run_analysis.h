@@ -270,6 +270,9 @@ struct TrainAnalysis {
   // RUN_DIR/padding.json ("sluice-padding/1", runtime/train/padding_summary.h): the padding of the
   // planned batches per bucket; null when the run did not write one. Set by the caller.
   nlohmann::json padding;
+  // RUN_DIR/restarts.json ("sluice-restarts/1", supervisor/supervisor.h): the in-job restarts of
+  // this run; null when it was not supervised. Set by the caller.
+  nlohmann::json restarts;
   // Timeline files the source left out as not this run's (write_report.h), "rank-7.json: ..." each,
   // in file order; set by the caller.
   std::vector<std::string> ignored_timelines;

@@ -958,10 +958,12 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& a) {
     // Not graded against each other: what the run could be judged on, in this order.
     verdicts.push_back(thin_run_verdict(a));
     if (auto padding = padding_verdict(a.padding)) verdicts.push_back(*padding);
+    if (auto restarts = restart_verdict(a.restarts)) verdicts.push_back(*restarts);
     return verdicts;
   }
   steady_state_verdicts(a, verdicts);
   if (auto padding = padding_verdict(a.padding)) verdicts.push_back(*padding);
+  if (auto restarts = restart_verdict(a.restarts)) verdicts.push_back(*restarts);
   // HIGH before MODERATE before ungraded; the rule order above within a grade.
   std::stable_sort(verdicts.begin(), verdicts.end(),
                    [](const StallVerdict& x, const StallVerdict& y) { return x.severity > y.severity; });

@@ -138,6 +138,12 @@ std::vector<StallVerdict> train_verdicts(const TrainAnalysis& analysis);
 // what raising train.n_buckets would save. nullopt below the threshold or without the file.
 std::optional<StallVerdict> padding_verdict(const nlohmann::json& padding);
 
+// The restarts verdict from RUN_DIR/restarts.json (`sluice supervise`, supervisor/supervisor.h):
+// when the run was restarted, how often, why (the first faults named), the time lost from each
+// fault to training again and the hosts left out; HIGH when the supervisor gave up, MODERATE
+// otherwise. nullopt without restarts (restart_verdict.cpp).
+std::optional<StallVerdict> restart_verdict(const nlohmann::json& restarts);
+
 // Bytes per second the cache's storage delivered to data rank `d` while its readers read: the
 // storage bytes in the window (`cpu`, the same rank's) over the time a reader lane spent in
 // cache_read (lanes read side by side, so the device was busy at least that long). Not the bytes

@@ -6,7 +6,7 @@
 namespace sluice::report {
 namespace {
 
-constexpr std::array<std::pair<VerdictKind, std::string_view>, 11> kind_names = {{
+constexpr std::array<std::pair<VerdictKind, std::string_view>, 12> kind_names = {{
     {VerdictKind::input_bound, "input_bound"},
     {VerdictKind::compute_bound, "compute_bound"},
     {VerdictKind::communication_bound, "communication_bound"},
@@ -15,6 +15,7 @@ constexpr std::array<std::pair<VerdictKind, std::string_view>, 11> kind_names = 
     {VerdictKind::hang, "hang"},
     {VerdictKind::descheduled, "descheduled"},
     {VerdictKind::padding, "padding"},
+    {VerdictKind::restarts, "restarts"},
     {VerdictKind::stopped, "stopped"},
     {VerdictKind::no_verdict, "no_verdict"},
     {VerdictKind::balanced, "balanced"},

@@ -16,6 +16,7 @@ enum class VerdictKind {
   hang,
   descheduled,
   padding,
+  restarts,
   stopped,
   no_verdict,
   balanced,

@@ -52,6 +52,19 @@ nlohmann::json padding_of(const fs::path& run_dir) {
   }
 }
 
+// RUN_DIR/restarts.json (written by `sluice supervise`), null when absent. Read while the
+// supervisor may rewrite it: it writes atomically, so a reader sees a whole file.
+nlohmann::json restarts_of(const fs::path& run_dir) {
+  const fs::path file = run_dir / "restarts.json";
+  if (!fs::exists(file)) return nullptr;
+  try {
+    return nlohmann::json::parse(read_file(file));
+  } catch (const nlohmann::json::exception& error) {
+    throw DataError(file.string() + ": not valid JSON (" + error.what() + "); delete it (the run's restarts are "
+                    "also in the supervisor's log)");
+  }
+}
+
 // The ranks the verdicts name, for trace.json's selection.
 std::vector<int> named_ranks(const std::vector<StallVerdict>& verdicts) {
   std::vector<int> ranks;
@@ -72,6 +85,7 @@ using IgnoredFiles = std::map<std::string, std::string>;
 std::string train_report(const fs::path& run_dir, const TimelineSource& source, const IgnoredFiles& ignored) {
   TrainAnalysis analysis = analyze_train(source);
   analysis.padding = padding_of(run_dir);
+  analysis.restarts = restarts_of(run_dir);
   for (const auto& [file, why] : ignored) analysis.ignored_timelines.push_back(file + ": " + why);
   const auto verdicts = train_verdicts(analysis);
   const TraceSelection selection = choose_trace(analysis, named_ranks(verdicts));

@@ -83,7 +83,8 @@ TEST(ExitCodes, VerifyingAMissingCacheDirectoryIsAUsageError) {
 TEST(ExitCodes, EveryCommandAnswersABadOptionWith2AndHelpWith0) {
   const std::vector<std::string> commands = {"prep",          "train",        "report /tmp",     "cache verify /tmp",
                                              "cache inspect /tmp", "doctor", "bench sweep",   "bench transport",
-                                             "bench cache",   "bench mel",    "config show",     "config reference"};
+                                             "bench cache",   "bench mel",    "config show",     "config reference",
+                                             "supervise --run-dir /tmp"};
   for (const std::string& command : commands) {
     const auto bad = run(sluice_binary + " " + command + " --no-such-option");
     EXPECT_EQ(bad.exit_code, 2) << command << ":\n" << bad.output;

@@ -19,6 +19,11 @@
 #       communication-bound (exposed all-reduce) with cause network_slower_than_baseline, name the
 #       hosts the all-reduce crosses, an effective rate at most the link's, no straggler and no
 #       descheduled rank, and not input-bound (docs/report.md)
+#   tests/netns/netns_e2e.sh restart-leave-out SLUICE_BINARY SAMPLE_CORPUS
+#       the 2 x 2 job under `sluice supervise --hosts node0:2,node1:2`; model rank 3 (node1) is
+#       killed with SIGKILL after step 4: the supervisor names it and its host, leaves node1 out,
+#       and the next round runs on node0 alone (an elastic resume from 2 model ranks to 1) to the
+#       end of the epoch, every sample trained once
 #
 # Every process the test starts is stopped (by pid: whatever is left in its namespaces) and every
 # namespace it creates is deleted, on any exit. Exit 0 passed, 1 failed, 77 skipped (not root, or
@@ -212,8 +217,66 @@ check("not input-bound", "input_bound" not in verdicts)
 sys.exit(1 if failed else 0)
 PY
   ;;
+restart-leave-out)
+  # In-job restart that leaves a host out (sluice supervise, supervisor/supervisor.h): the 2 x 2
+  # job supervised with --hosts node0:2,node1:2; model rank 3 (node1) is killed with SIGKILL from
+  # outside after step 4. A rank killed by a signal looks like its node's fault, and node0 alone
+  # still holds one model rank (--min-model-ranks 1): the next round runs on node0 only, an elastic
+  # resume from 2 model ranks to 1, and finishes by itself.
+  netns_run 0 timeout -k 5 300 "$sluice" supervise --launcher mpirun --hosts node0:2,node1:2 --launcher-arg=--bind-to \
+    --launcher-arg=none --max-restarts 2 --run-dir "$work/run" -- train --cache "$work/cache" \
+    --set train.epochs=1 --set train.batch_size=2 --set train.n_buckets=1 --set train.checkpoint_every=2 \
+    --set train.log_every=1 --set train.validation_every=0 --set debug.log_samples=true --set runtime.timeout_s=10 \
+    >"$work/train.out" 2>&1 &
+  mpirun_pid=$!
+  wait_line "$work/train.out" "step 4/" 120 || { fail "no step 4"; tail -n 30 "$work/train.out"; exit 1; }
+  victim=""
+  for p in /proc/[0-9]*; do
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx OMPI_COMM_WORLD_RANK=3 || continue
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$work/run" && victim=${p#/proc/} && break
+  done
+  [ -n "$victim" ] || { fail "rank 3's process not found"; exit 1; }
+  kill -KILL "$victim"
+  killed_at=$(now)
+  wait "$mpirun_pid"
+  check "exit code of the supervised run" "$?" 0
+  mpirun_pid=""
+  echo "the supervised run ended $(seconds_since "$killed_at") s after the kill"
+  check_grep "the supervisor names the killed rank and its host" "restart 1 of 2: rank 3 \(host node1\) was killed by signal 9" "$work/train.out"
+  check_grep "the supervisor leaves node1 out" "leaving host node1 out of the next round" "$work/train.out"
+  check_grep "the second round runs on node0 only" "round 2: mpirun --host node0:2 -np 2" "$work/train.out"
+  check_grep "an elastic resume on fewer model ranks" "elastic resume: the checkpoint's plan had 2 model rank\(s\), this run has 1" "$work/train.out"
+  check "restarts.json left out" "$(json "$work/run/restarts.json" "['left_out'][0]['host']")" node1
+  check "restarts.json outcome" "$(json "$work/run/restarts.json" "['outcome']")" finished
+  check "round 2 ranks" "$(json "$work/run/restarts.json" "['rounds'][1]['ranks']")" 2
+  check "round 2 model ranks" "$(json "$work/run/restarts.json" "['rounds'][1]['model_ranks']")" 1
+  # Every sample of the epoch trained once: in a rank's file a step at or below one seen starts a
+  # new round (the old round's lines from there on were lost with it); rank 3 trained in round 1
+  # only, so its lines past the checkpoint round 2 resumed from were lost. Each file's first field
+  # is the batch's global step counted from 0; the checkpoint of step S holds steps 0..S-1.
+  /usr/bin/python3 - "$work/run" <<'PY' || fail "samples of the epoch not trained exactly once"
+import collections, json, os, sys
+run = sys.argv[1]
+resumed = json.load(open(os.path.join(run, "restarts.json")))["restarts"][0]["resumed_from_step"]
+times = collections.Counter()
+for name in os.listdir(os.path.join(run, "samples")):
+    kept = []
+    for line in open(os.path.join(run, "samples", name)):
+        g, epoch, step, indices = line.split()
+        while kept and kept[-1][0] >= int(g):
+            kept.pop()
+        kept.append((int(g), indices))
+    if name == "rank-3.tsv":  # the log's first field counts from 0: steps 0..resumed-1 were checkpointed
+        kept = [k for k in kept if k[0] < resumed]
+    for g, indices in kept:
+        times.update(int(i) for i in indices.split(","))
+twice = [i for i, n in times.items() if n > 1]
+print(f"samples trained: {len(times)}, twice: {len(twice)}")
+sys.exit(1 if twice or len(times) < 100 else 0)
+PY
+  ;;
 *)
-  echo "usage: $0 two-nodes|link-cut|link-saturated SLUICE_BINARY SAMPLE_CORPUS" >&2
+  echo "usage: $0 two-nodes|link-cut|link-saturated|restart-leave-out SLUICE_BINARY SAMPLE_CORPUS" >&2
   exit 2
   ;;
 esac

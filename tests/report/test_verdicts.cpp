@@ -479,3 +479,49 @@ TEST(Straggler, StepRowsInAnyOrderTheLastOfAPairCounting) {
 
 }  // namespace
 }  // namespace sluice::report
+
+namespace sluice::report {
+namespace {
+
+// restarts.json as `sluice supervise` writes it (supervisor/supervisor.h), with `n` restarts.
+nlohmann::json restarts_record(int n, const std::string& outcome) {
+  nlohmann::json record = {{"format", "sluice-restarts/1"}, {"max_restarts", 100}, {"outcome", outcome},
+                           {"message", outcome == "too_few_ranks" ? "the next round would have 0 model rank(s)" : ""},
+                           {"restarts", nlohmann::json::array()}, {"left_out", nlohmann::json::array()}};
+  for (int i = 0; i < n; ++i) {
+    record["restarts"].push_back({{"after_round", i + 1},
+                                  {"fault", {{"kind", i % 2 ? "silent" : "killed"}, {"rank", i}, {"host", "h" + std::to_string(i)},
+                                             {"signal", 9}, {"silent_s", 5.0}}},
+                                  {"lost_s", 2.0 + i},
+                                  {"resumed_from_step", 10 * i},
+                                  {"failed_round_last_step", 10 * i + 3},
+                                  {"first_step_again", 10 * i + 1}});
+  }
+  return record;
+}
+
+TEST(RestartVerdict, SaysHowOftenWhyAndTheTimeLostBoundedToFiveFaults) {
+  EXPECT_FALSE(restart_verdict(nullptr));
+  EXPECT_FALSE(restart_verdict(restarts_record(0, "finished")));
+  const auto v = restart_verdict(restarts_record(7, "running"));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->kind, VerdictKind::restarts);
+  EXPECT_EQ(v->severity, Severity::moderate);
+  EXPECT_DOUBLE_EQ(v->numbers["lost_s"].get<double>(), 2 + 3 + 4 + 5 + 6 + 7 + 8);
+  EXPECT_DOUBLE_EQ(v->numbers["longest_lost_s"].get<double>(), 8);
+  EXPECT_NE(v->summary.find("rank 0 (host h0) killed by signal 9 in round 1"), std::string::npos) << v->summary;
+  EXPECT_NE(v->summary.find("rank 1 (host h1) silent for 5.0 s in round 2"), std::string::npos) << v->summary;
+  EXPECT_EQ(v->summary.find("h5"), std::string::npos) << "five faults named, the rest counted: " << v->summary;
+  EXPECT_NE(v->summary.find("and 2 more"), std::string::npos) << v->summary;
+}
+
+TEST(RestartVerdict, IsHighWhenTheSupervisorGaveUp) {
+  const auto v = restart_verdict(restarts_record(1, "too_few_ranks"));
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->severity, Severity::high);
+  EXPECT_NE(v->summary.find("the supervisor stopped: the next round would have 0 model rank(s)"), std::string::npos)
+      << v->summary;
+}
+
+}  // namespace
+}  // namespace sluice::report

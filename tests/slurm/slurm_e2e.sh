@@ -11,13 +11,18 @@
 #      equal the uninterrupted run's from the checkpoint's step on (the next unseen batch); and
 #      `scancel`: checkpoint, exit 4, the job stays cancelled
 #   5. slurm/prep.sbatch with both launchers (a rerun keeps every shard)
+# With MODE `restart` (a test of its own), after step 1 only:
+#   6. in-job restart: `sbatch slurm/train.sbatch` (which runs the step under `sluice supervise`);
+#      model rank 1 is killed with SIGKILL from outside mid-run -> srun ends the step -> the
+#      supervisor starts it again in the same allocation with --resume (no requeue) -> the job
+#      completes; restarts.json names the rank, its host and the signal
 # Every wait has a deadline; an EXIT trap cancels the jobs and stops the daemons by pid.
 #
-#   tests/slurm/slurm_e2e.sh SLUICE_BINARY SAMPLE_CORPUS REPO_ROOT
+#   tests/slurm/slurm_e2e.sh SLUICE_BINARY SAMPLE_CORPUS REPO_ROOT [all|restart]
 # Exit 0 passed, 1 failed, 77 skipped (not root, or Slurm/munge not installed).
 set -uo pipefail
 
-sluice=$1 corpus=$2 repo=$3
+sluice=$1 corpus=$2 repo=$3 mode=${4:-all}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # This test talks only to the Slurm it starts: drop any SLURM_* of a job or cluster it runs inside.
 unset "${!SLURM_@}"
@@ -109,6 +114,47 @@ check "manifest samples" "$(json "$work/cache/manifest.json" "['totals']['sample
 timeout 120 "$sluice" cache verify "$work/cache" >"$work/verify.out" 2>&1
 check "cache verify exit code" "$?" 0
 
+submit() {  # submit NAME LAUNCHER ARGS -> job id
+  CACHE="$work/cache" RUN_DIR="$work/$1" SLUICE="$sluice" SLUICE_LAUNCHER=$2 SLUICE_ARGS=$3 \
+    timeout 30 sbatch --parsable --job-name="$1" --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 --time=10 \
+    --output="$work/$1.out" "$repo/slurm/train.sbatch"
+}
+
+if [ "$mode" = restart ]; then
+  echo "== 6. in-job restart: a model rank killed (SIGKILL) mid-run; the supervisor restarts the step"
+  job=$(submit restarted srun "--steps 20 --set train.batch_size=4 --set train.n_buckets=2 --set train.log_every=1 --set train.checkpoint_every=4")
+  if wait_line "$work/restarted.out" "step 6/20" 240; then
+    victim=""
+    for p in /proc/[0-9]*; do
+      tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx SLURM_PROCID=1 || continue
+      tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$work/restarted" && victim=${p#/proc/} && break
+    done
+    if [ -n "$victim" ]; then
+      kill -KILL "$victim"
+      killed_at=$(date +%s.%N)
+      state=$(wait_job "$job" 300)
+      echo "   the job ended $(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after the kill"
+      check "restarted: final state" "$state" COMPLETED
+      check "restarted: exit code" "$(job_field "$job" ExitCode)" "0:0"
+      check "restarted: not requeued" "$(job_field "$job" Restarts)" 0
+      check_grep "restarted: the supervisor named the killed rank" "restart 1 of 3: rank 1 \(host [^)]*\) was killed by signal 9" "$work/restarted.out"
+      check_grep "restarted: the second round resumed" "round 2: srun --mpi=pmix --kill-on-bad-exit=1 .* --resume" "$work/restarted.out"
+      check "restarted: restarts.json fault" "$(json "$work/restarted/restarts.json" "['restarts'][0]['fault']['kind']")" killed
+      check "restarted: restarts.json rank" "$(json "$work/restarted/restarts.json" "['restarts'][0]['fault']['rank']")" 1
+      check "restarted: restarts.json outcome" "$(json "$work/restarted/restarts.json" "['outcome']")" finished
+      check "restarted: latest.json after the run" "$(json "$work/restarted/checkpoints/latest.json" "['global_step']")" 20
+      echo "   lost from the kill to training again: $(json "$work/restarted/restarts.json" "['restarts'][0]['lost_s']") s"
+    else
+      fail "restarted: rank 1's process not found"
+    fi
+  else
+    fail "restarted: the run did not reach step 6 in 240 s"; tail -n 30 "$work/restarted.out"
+  fi
+  echo "== slurm restart: $failures failure(s)"
+  [ "$failures" -eq 0 ]
+  exit
+fi
+
 echo "== 2. topology check: a step of 3 tasks seen by a one-rank MPI world"
 env SLURM_JOB_ID=1 SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=3 SLURM_PROCID=2 SLURM_LOCALID=2 \
   timeout 60 "$sluice" prep --corpus "$corpus" --out "$work/cache-refused" >"$work/refused.out" 2>&1
@@ -130,11 +176,6 @@ check "resumed as another model size: srun exit code" "$?" 2
 check_grep "the model rank says why" "rank 1 @ .* config error: model: checkpoint .* was written for model" "$work/resized.out"
 
 train_args="--steps 20 --set train.batch_size=4 --set train.n_buckets=2 --set optim.warmup_steps=10 --set train.log_every=5"
-submit() {  # submit NAME LAUNCHER ARGS -> job id
-  CACHE="$work/cache" RUN_DIR="$work/$1" SLUICE="$sluice" SLUICE_LAUNCHER=$2 SLUICE_ARGS=$3 \
-    timeout 30 sbatch --parsable --job-name="$1" --nodes=1 --ntasks-per-node=3 --cpus-per-task=1 --time=10 \
-    --output="$work/$1.out" "$repo/slurm/train.sbatch"
-}
 
 echo "== 3a. sbatch slurm/train.sbatch (srun, 20 steps)"
 job=$(submit straight srun "$train_args")
@@ -142,7 +183,7 @@ state=$(wait_job "$job" 300)
 check "train job state" "$state" COMPLETED
 check "train job exit code" "$(job_field "$job" ExitCode)" "0:0"
 check_grep "role table: rank 0 is the data rank feeding 1,2" "^  0 +$(hostname -s | cut -c1-16) +cpu +data +feeds 1,2" "$work/straight.out"
-check_grep "train.sbatch launched with srun --mpi=pmix" "^train.sbatch: .* srun --mpi=pmix" "$work/straight.out"
+check_grep "train.sbatch launched with srun --mpi=pmix" "round 1: srun --mpi=pmix" "$work/straight.out"
 check "latest.json global_step" "$(json "$work/straight/checkpoints/latest.json" "['global_step']")" 20
 check "rank-1 steps" "$(json "$work/straight/ranks/rank-1.json" "['steps']")" 20
 
@@ -150,7 +191,7 @@ echo "== 3b. sbatch slurm/train.sbatch with SLUICE_LAUNCHER=mpirun (3 steps)"
 job=$(submit viampirun mpirun "--steps 3 --set train.batch_size=4 --set train.n_buckets=2")
 state=$(wait_job "$job" 300)
 check "mpirun train job state" "$state" COMPLETED
-check_grep "train.sbatch launched with mpirun" "^train.sbatch: .* mpirun --bind-to none" "$work/viampirun.out"
+check_grep "train.sbatch launched with mpirun" "round 1: mpirun --host [^ ]* -np 3 --bind-to none" "$work/viampirun.out"
 check_grep "mpirun role table has 3 ranks" "^role plan \(3 rank\(s\), transport mpi\)" "$work/viampirun.out"
 check "mpirun latest.json global_step" "$(json "$work/viampirun/checkpoints/latest.json" "['global_step']")" 3
 
