@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -127,7 +128,35 @@ std::optional<json> Checkpoints::latest() const {
   return latest;
 }
 
+Checkpoints::~Checkpoints() {
+  try {
+    wait_written();
+  } catch (const std::exception& error) {
+    logger()->error("the last checkpoint was not written: {}", error.what());
+  }
+}
+
 void Checkpoints::save(const std::string& bytes, const json& position) {
+  wait_written();
+  write(bytes, position);
+}
+
+void Checkpoints::save_in_background(std::string bytes, json position) {
+  wait_written();
+  writing_ = std::async(std::launch::async, [this, bytes = std::move(bytes), position = std::move(position)] {
+    const auto started = std::chrono::steady_clock::now();
+    write(bytes, position);
+    background_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  });
+}
+
+void Checkpoints::wait_written() {
+  if (!writing_.valid()) return;
+  std::future<void> done = std::move(writing_);
+  done.get();  // rethrows the writer's error
+}
+
+void Checkpoints::write(const std::string& bytes, const json& position) {
   const int64_t global_step = position["global_step"].get<int64_t>();
   fs::create_directories(dir_);
   std::vector<fs::path> later;

@@ -17,8 +17,16 @@
 // latest.json that is not JSON; the next save sets such leftovers aside as *.damaged, so that
 // they are neither resumed from nor counted by the retention. Checkpoints written before records
 // existed (latest.json without "xxh64") are resumed from unverified, with a warning.
+//
+// Off the step's path. The periodic checkpoints of a run are written in the background
+// (save_in_background): the step waits only while the trainer's state is copied into memory
+// (serialised by the caller: on a GPU that includes the copy to the host); a writer thread then
+// writes, fsyncs, publishes and prunes as above while training goes on. One write is in flight at
+// a time (a second waits for the first), so memory holds at most one extra copy of the state. A
+// kill during the write leaves the previous checkpoint as the newest: resume goes back one period.
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +40,10 @@ namespace sluice::runtime {
 class Checkpoints {
  public:
   explicit Checkpoints(const std::filesystem::path& run_dir);
+  // Waits for a write in flight (its error, if any, is logged: a destructor cannot throw).
+  ~Checkpoints();
+  Checkpoints(const Checkpoints&) = delete;
+  Checkpoints& operator=(const Checkpoints&) = delete;
 
   // latest.json, or nullopt when no checkpoint was written. Throws ConfigError naming the file
   // when it is not JSON (newest_good() falls back to the records instead).
@@ -40,8 +52,16 @@ class Checkpoints {
   // a state that is not finite: the caller makes them first, so that nothing is written then) as
   // step-<global_step>.pt, its record, then latest.json (`position` plus the file's name, size
   // and checksum); sets aside checkpoints of later steps (a resume passed over them) and keeps
-  // the last three.
+  // the last three. Waits for a background write in flight first.
   void save(const std::string& bytes, const nlohmann::json& position);
+  // The same, on a writer thread (see "Off the step's path"): returns at once, after waiting for
+  // the previous background write; throws that write's error, if it failed.
+  void save_in_background(std::string bytes, nlohmann::json position);
+  // Waits until the background write (if any) is published; throws its error (EnvironmentError
+  // naming the file, for a full or read-only disk).
+  void wait_written();
+  // Seconds the background writes took so far (the run's summary); read after wait_written().
+  double background_seconds() const { return background_seconds_; }
   // The checkpoint file a record (or latest.json) names.
   std::filesystem::path file(const nlohmann::json& record) const;
   const std::filesystem::path& dir() const { return dir_; }
@@ -60,7 +80,12 @@ class Checkpoints {
   int remove_all() const;
 
  private:
+  // save()'s work: write, fsync, publish, prune.
+  void write(const std::string& bytes, const nlohmann::json& position);
+
   std::filesystem::path dir_;
+  std::future<void> writing_;  // the background write in flight; invalid when none
+  double background_seconds_ = 0;
 };
 
 // Where the run is at `global_step`, as a checkpoint records it (PlanSchedule::record): the global

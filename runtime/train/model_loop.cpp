@@ -277,15 +277,22 @@ void ModelLoop::validate_and_checkpoint(int64_t done) {
   }
 }
 
-// The first model rank writes it (a checkpoint span in its timeline when `as_span`); every model
-// rank knows it as the newest from here on.
+// The first model rank writes it; every model rank knows it as the newest from here on. A
+// periodic one (`as_span`: a checkpoint span in the timeline, the step time it costs) is written
+// in the background (checkpoints.h: the step waits for the copy of the state only); the one that
+// ends the run, or a stop, before the run goes on.
 void ModelLoop::save_checkpoint(int64_t done, bool as_span) {
   if (logs_and_checkpoints_) {
     std::optional<timing::ScopedSpan> span;
     if (as_span) span.emplace(timing::Stage::checkpoint, done - 1);
-    const nlohmann::json position = checkpoint_position(*setup_.schedule, done);
+    nlohmann::json position = checkpoint_position(*setup_.schedule, done);
     // The trainer's bytes first: a state that is not finite is refused before anything is written.
-    checkpoints_.save(trainer_->checkpoint_bytes(position), position);
+    std::string bytes = trainer_->checkpoint_bytes(position);
+    if (as_span) {
+      checkpoints_.save_in_background(std::move(bytes), std::move(position));
+    } else {
+      checkpoints_.save(bytes, position);
+    }
   }
   stream_.set_newest_checkpoint(checkpoint_name(done));
 }
@@ -333,7 +340,9 @@ json ModelLoop::summary(double elapsed, double steady_s) const {
           {"steady_gpu_busy_fraction", steady_gpu_s_ ? json(*steady_gpu_s_ / steady_s) : json(nullptr)},
           {"allreduce_baseline_bytes_per_s", allreduce_baseline_},
           {"losses", losses_},
-          {"validation", validations_}};
+          {"validation", validations_},
+          // Writing the periodic checkpoints took this long on the writer thread, off the steps.
+          {"checkpoint_background_seconds", checkpoints_.background_seconds()}};
 }
 
 }  // namespace
