@@ -125,9 +125,15 @@ if [ "$mode" = restart ]; then
   job=$(submit restarted srun "--steps 20 --set train.batch_size=4 --set train.n_buckets=2 --set train.log_every=1 --set train.checkpoint_every=4")
   if wait_line "$work/restarted.out" "step 6/20" 240; then
     victim=""
-    for p in /proc/[0-9]*; do
-      tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx SLURM_PROCID=1 || continue
-      tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$work/restarted" && victim=${p#/proc/} && break
+    # Looked for a few times: once seen missing under a loaded machine (ctest -j2 beside two
+    # training jobs), then found when run again.
+    for attempt in 1 2 3 4 5 6 7 8 9 10; do
+      for p in /proc/[0-9]*; do
+        tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx SLURM_PROCID=1 || continue
+        tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q -- "$work/restarted" && victim=${p#/proc/} && break
+      done
+      [ -n "$victim" ] && break
+      sleep 0.5
     done
     if [ -n "$victim" ]; then
       kill -KILL "$victim"
