@@ -111,7 +111,9 @@ TEST(BatchBuffer, MaxBatchBytesCoversTheLargestBucket) {
   // Header (64) | indices 4x8 | token_lens 4x4 | mel_lens 4x4 | tokens 4xT x4 | mels 4xFx80 x4,
   // each section starting on a 64-byte boundary (batch_buffer.h).
   const size_t small = 256 + 4 * 24 * 4 + 4 * 104 * 80 * 4;  // tokens end at 640 (aligned)
-  const size_t large = 256 + 4 * 16 * 4 + 4 * 304 * 80 * 4;  // tokens end at 512 (aligned)
+  // A longer bucket's token length is at least a shorter one's (plan v2: its remainder may spill
+  // into it, batch_plan.h): T 24, not its own samples' 16.
+  const size_t large = 256 + 4 * 24 * 4 + 4 * 304 * 80 * 4;  // tokens end at 640 (aligned)
   EXPECT_EQ(batch_bytes(plan.buckets()[0], 80), small);
   EXPECT_EQ(batch_bytes(plan.buckets()[1], 80), large);
   EXPECT_EQ(max_batch_bytes(plan, 80), large);
