@@ -25,9 +25,12 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/printed_count.h"
 
 namespace sluice {
 namespace {
+
+using test::printed;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -169,13 +172,6 @@ Trained trained(const fs::path& run_dir) {
     }
   }
   return t;
-}
-
-// A count the run printed: the first number matched by `pattern` in `output`.
-int64_t printed(const std::string& output, const std::string& pattern) {
-  std::smatch match;
-  EXPECT_TRUE(std::regex_search(output, match, std::regex(pattern))) << pattern << " not in:\n" << output;
-  return match.empty() ? -1 : std::stoll(match[1]);
 }
 
 // Every sample trained once per epoch over the run's two epochs (the batch plan, batch_plan.h:

@@ -15,9 +15,12 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/command.h"
+#include "tests/support/printed_count.h"
 
 namespace sluice {
 namespace {
+
+using test::printed;
 
 namespace fs = std::filesystem;
 
@@ -83,13 +86,6 @@ int64_t split_size(const std::string& output) {
   std::smatch match;
   const std::regex summary(R"((\d+) samples \(\d+ carried in from the epoch before\), \d+ global steps)");
   EXPECT_TRUE(std::regex_search(output, match, summary)) << output;
-  return match.empty() ? -1 : std::stoll(match[1]);
-}
-
-// A count the run printed: the first number matched by `pattern` in `output`.
-int64_t printed(const std::string& output, const std::string& pattern) {
-  std::smatch match;
-  EXPECT_TRUE(std::regex_search(output, match, std::regex(pattern))) << pattern << " not in:\n" << output;
   return match.empty() ? -1 : std::stoll(match[1]);
 }
 
