@@ -40,23 +40,21 @@ json clock_json(const ClockSummary& c) {
             {"example", c.causality.example}}}};
 }
 
-json hang_json(const HangFacts& h) {
-  json ranks = json::array();
-  for (const auto& f : h.ranks) {
-    ranks.push_back({{"rank", f.rank},
-                     {"name", f.name},
-                     {"status", f.status},
-                     {"error", f.error},
-                     {"waiting_for", f.waiting_for},
-                     {"last_step", f.last_step},
-                     {"channels", f.channels}});
-  }
-  return {{"any", h.any},
-          {"culprit", h.culprit},
-          {"reason", h.culprit_reason},
-          {"missing_ranks", h.missing_ranks},
-          {"channel_mismatches", h.channel_mismatches},
-          {"ranks", ranks}};
+json rank_fate_json(const RankFate& f) {
+  return {{"rank", f.rank},         {"name", f.name},           {"status", f.status},    {"error", f.error},
+          {"waiting_for", f.waiting_for}, {"last_step", f.last_step}, {"channels", f.channels}};
+}
+
+// A fate per rank: made one at a time as report.json is written (streamed_json.h).
+StreamedJson hang_json(const HangFacts& h) {
+  StreamedJson j;
+  j.members = {{"any", h.any},
+               {"culprit", h.culprit},
+               {"reason", h.culprit_reason},
+               {"missing_ranks", h.missing_ranks},
+               {"channel_mismatches", h.channel_mismatches}};
+  j.arrays["ranks"] = {h.ranks.size(), [&h](size_t i) { return rank_fate_json(h.ranks[i]); }};
+  return j;
 }
 
 // Which steps the numbers cover: every steady step, or each model rank's last max_analysed_steps
@@ -545,8 +543,9 @@ void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Wor
   doc.table(std::move(table));
 }
 
-json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts) {
-  json j;
+StreamedJson train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts) {
+  StreamedJson document;
+  json& j = document.members;
   j["format"] = report_format;
   j["job"] = "train";
   j["world_size"] = a.world_size;
@@ -567,23 +566,21 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
                                              {"lowest_fraction", a.gpu_busy_lowest_fraction},
                                              {"source", "CUDA events around each model step's GPU work"}}
                                       : json(nullptr);
-  j["model_ranks"] = json::array();
-  for (const auto& m : a.model_ranks) j["model_ranks"].push_back(model_rank_json(m));
-  j["data_ranks"] = json::array();
-  for (const auto& d : a.data_ranks) j["data_ranks"].push_back(data_rank_json(d));
-  j["cpu"] = json::array();
-  for (const auto& c : a.cpu) j["cpu"].push_back(c.to_json());
+  // The per-rank lists, an entry at a time as the file is written.
+  document.arrays["model_ranks"] = {a.model_ranks.size(), [&a](size_t i) { return model_rank_json(a.model_ranks[i]); }};
+  document.arrays["data_ranks"] = {a.data_ranks.size(), [&a](size_t i) { return data_rank_json(a.data_ranks[i]); }};
+  document.arrays["cpu"] = {a.cpu.size(), [&a](size_t i) { return a.cpu[i].to_json(); }};
   j["padding"] = a.padding;
   if (!a.restarts.is_null()) j["restarts"] = a.restarts;  // only a supervised run has one
   j["clock"] = clock_json(a.clock);
-  j["hang"] = hang_json(a.hang);
+  document.objects["hang"] = hang_json(a.hang);
   j["settings"] = a.settings;
   j["injected_delay"] = a.injected_delay;
   j["dropped_spans"] = a.dropped_spans;
   json ignored = json::array();
   for (size_t i = 0; i < std::min<size_t>(a.ignored_timelines.size(), 100); ++i) ignored.push_back(a.ignored_timelines[i]);
   j["ignored_timelines"] = {{"count", a.ignored_timelines.size()}, {"files", ignored}};
-  return j;
+  return document;
 }
 
 std::string train_report_markdown(const TrainAnalysis& a, const std::vector<StallVerdict>& verdicts,
@@ -636,7 +633,7 @@ json prep_report_json(const PrepAnalysis& a) {
                           {"row_seconds", r.row_seconds.to_json()}});
   }
   j["clock"] = clock_json(a.clock);
-  j["hang"] = hang_json(a.hang);
+  j["hang"] = hang_json(a.hang).to_json();
   j["prep_report_found"] = !a.prep_report.is_null();
   return j;
 }

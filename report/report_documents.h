@@ -10,12 +10,16 @@
 #include "report/report_document.h"
 #include "report/run_analysis.h"
 #include "report/stall_verdicts.h"
+#include "report/streamed_json.h"
 
 namespace sluice::report {
 
 inline constexpr const char* report_format = "sluice-report/1";
 
-nlohmann::json train_report_json(const TrainAnalysis& analysis, const std::vector<StallVerdict>& verdicts);
+// report.json of a train run; its per-rank lists (model_ranks, data_ranks, cpu, hang.ranks) are made
+// an entry at a time as it is written, so that 16,384 ranks' entries are never one tree in memory.
+// It refers to `analysis` and `verdicts`: write it while they live.
+StreamedJson train_report_json(const TrainAnalysis& analysis, const std::vector<StallVerdict>& verdicts);
 // Verdicts first (numbers and recommendation), then the per-role and per-rank tables.
 std::string train_report_markdown(const TrainAnalysis& analysis, const std::vector<StallVerdict>& verdicts,
                                   const std::string& run_dir);

@@ -328,38 +328,47 @@ void collect_receives(const RankTimeline& raw, std::vector<std::pair<int64_t, Fl
   }
 }
 
-void collect_sends(const RankTimeline& raw, const std::vector<FlowEnd>& receives, std::vector<FlowEnd>& sends) {
+std::vector<FlowEnd> collect_sends(const RankTimeline& raw, const std::vector<FlowEnd>& receives) {
+  std::vector<FlowEnd> sends;
   for (const Span& s : raw.spans) {
     if (s.sequence < 0 || s.stage != Stage::send) continue;
     const FlowEnd send{raw.rank, s.peer, s.sequence, raw.clock.to_reference(s.start_ns), s.start_ns};
     if (std::binary_search(receives.begin(), receives.end(), send)) sends.push_back(send);
   }
+  return sends;
 }
 
-// Every received batch against its send: a receive that ends before its send starts is a clock
-// error. Sorted and merged, so the cost is that of sorting the batches. `receives`: sorted.
-CausalityCheck check_causality(std::vector<FlowEnd>& sends, const std::vector<FlowEnd>& receives) {
-  CausalityCheck check;
+// The received batches of one data rank against its sends, added to `check`: a receive that ends
+// before its send starts is a clock error. A data rank's sends are checked as its timeline is read
+// and then dropped: kept for every data rank they were a third of the report's memory at 16,384
+// ranks. `receives`: every model rank's, sorted; `sends`: one data rank's.
+void check_causality(std::vector<FlowEnd> sends, const std::vector<FlowEnd>& receives, CausalityCheck& check) {
+  if (sends.empty()) return;
   std::stable_sort(sends.begin(), sends.end());  // equal keys keep their order: the last send wins
+  const int data_rank = sends.front().data_rank;
   auto send = sends.begin();
-  for (const FlowEnd& r : receives) {
-    while (send != sends.end() && *send < r) ++send;
-    if (send == sends.end() || r < *send) continue;  // no send recorded for it (the last one wins)
+  const auto first = std::lower_bound(receives.begin(), receives.end(), data_rank,
+                                      [](const FlowEnd& r, int rank) { return r.data_rank < rank; });
+  for (auto r = first; r != receives.end() && r->data_rank == data_rank; ++r) {
+    while (send != sends.end() && *send < *r) ++send;
+    if (send == sends.end() || *r < *send) continue;  // no send recorded for it (the last one wins)
     auto last = send;
-    while (std::next(last) != sends.end() && !(r < *std::next(last))) ++last;
+    while (std::next(last) != sends.end() && !(*r < *std::next(last))) ++last;
     ++check.pairs_checked;
-    if (last->local_ns - r.local_ns > 0) ++check.violations_unaligned;
-    const int64_t early = last->at_ns - r.at_ns;
+    if (last->local_ns - r->local_ns > 0) ++check.violations_unaligned;
+    const int64_t early = last->at_ns - r->at_ns;
     if (early <= 0) continue;
     ++check.violations;
     if (early > check.worst_violation_ns) check.worst_violation_ns = early;
-    if (check.example.empty()) {
-      check.example = "rank " + std::to_string(r.model_rank) + " received batch " + std::to_string(r.sequence) +
-                      " from rank " + std::to_string(r.data_rank) + " " + std::to_string(early / 1000) +
+    // The example is the first violation in (data rank, model rank, batch) order, whatever order
+    // the data ranks' timelines come in.
+    if (check.example.empty() || data_rank < check.example_data_rank) {
+      check.example_data_rank = data_rank;
+      check.example = "rank " + std::to_string(r->model_rank) + " received batch " + std::to_string(r->sequence) +
+                      " from rank " + std::to_string(r->data_rank) + " " + std::to_string(early / 1000) +
                       " us before it was sent";
     }
   }
-  return check;
 }
 
 }  // namespace
@@ -402,7 +411,7 @@ namespace {
 struct FirstPass {
   FeedIntervals feed;
   std::map<int, std::vector<SteadyWait>> steady_waits;  // model rank -> its steady batch waits
-  std::vector<FlowEnd> sends, receives;
+  std::vector<FlowEnd> receives;  // every model rank's, sorted before the second pass
   std::map<int, int64_t> last_steps;
   std::map<int, RankStalls> stalls;
   JobSeries job;
@@ -439,8 +448,12 @@ void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
   collect_receives(raw, receives);
   RankTimeline t = align_to_reference(std::move(raw));
   a.world_size = std::max({a.world_size, t.world_size, t.rank + 1});
-  if (a.settings.empty() && !t.settings.empty()) a.settings = t.settings;
-  if (a.injected_delay.is_null() && !t.injected_delay.is_null()) a.injected_delay = t.injected_delay;
+  if (a.settings.empty() && !t.settings.empty()) a.settings = std::move(t.settings);
+  if (a.injected_delay.is_null() && !t.injected_delay.is_null()) a.injected_delay = std::move(t.injected_delay);
+  // Every rank writes the job's settings (a few KB as a tree): one copy is the job's, the others
+  // are freed here rather than kept 16,384 times over to the end.
+  t.settings = nlohmann::json::object();
+  t.injected_delay = nullptr;
   a.dropped_spans += t.dropped_spans;
   const int64_t uncertainty = t.clock.uncertainty_ns();
   if (uncertainty > a.clock.max_uncertainty_ns) {
@@ -603,9 +616,10 @@ TrainAnalysis analyze_train(const TimelineSource& source) {
   // and stall intervals are kept only inside it (and the sends only those a kept receive names).
   const std::set<int> data_ranks = std::move(pass.data_ranks);
   std::sort(pass.receives.begin(), pass.receives.end());
+  pass.receives.shrink_to_fit();  // up to half of it was the vector's growth: freed before the second pass
   source([&](int rank) { return data_ranks.count(rank) > 0; }, [&](RankTimeline raw) {
     if (!data_ranks.count(raw.rank)) return;
-    collect_sends(raw, pass.receives, pass.sends);
+    check_causality(collect_sends(raw, pass.receives), pass.receives, a.clock.causality);
     RankTimeline t = align_to_reference(std::move(raw));
     for (const Span& s : t.spans) {
       // Only a send overlapping the window can overlap a steady batch wait (transfer_exposed).
@@ -621,7 +635,7 @@ TrainAnalysis analyze_train(const TimelineSource& source) {
   std::sort(a.data_ranks.begin(), a.data_ranks.end(), rank_order);
   merge_all(pass.feed.sending);
   pool_transfer(a, pass);
-  a.clock.causality = check_causality(pass.sends, pass.receives);
+  std::vector<FlowEnd>().swap(pass.receives);
   a.hang = hang_facts(a.timelines, a.world_size, pass.last_steps);
   for (const auto& t : a.timelines) {
     const RankStalls& stalls = pass.stalls[t.rank];

@@ -172,6 +172,7 @@ struct CausalityCheck {
   int64_t violations_unaligned = 0;  // the same on the ranks' local clocks
   int64_t worst_violation_ns = 0;  // aligned
   std::string example;             // the first violation, for the reader
+  int example_data_rank = -1;      // whose send `example` is (the first in rank order is kept)
 };
 
 struct ClockSummary {

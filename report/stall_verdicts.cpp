@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <tuple>
 
@@ -421,21 +422,25 @@ struct ModelStraggler {
 
 std::vector<ModelStraggler> find_model_stragglers(const TrainAnalysis& a) {
   const double step = a.role_step_seconds.p50;
-  std::vector<RankStepValue> model_busy, model_forward;
-  for (const auto& m : a.model_ranks) {
-    for (const auto& s : m.steps) {
-      if (!s.steady) continue;
-      model_busy.push_back({m.rank, s.step, s.busy_seconds()});
-      model_forward.push_back({m.rank, s.step, s.stage(Stage::forward)});
+  // Every steady step of every model rank, one measure at a time: at 16,384 ranks a list is
+  // ~100 MB, and the rule's own copies of it several times that.
+  const auto steady_values = [&a](const std::function<double(const StepRecord&)>& measure) {
+    std::vector<RankStepValue> values;
+    for (const auto& m : a.model_ranks) {
+      for (const auto& s : m.steps) {
+        if (s.steady) values.push_back({m.rank, s.step, measure(s)});
+      }
     }
-  }
+    return values;
+  };
   // Forward alone as well: on ranks whose gradient reduction blocks inside backward (CPU ranks
   // with MPI), the fast ranks' backward absorbs the wait for the slow one and the busy sums even
   // out; forward never waits on a peer.
-  auto findings = find_step_stragglers(std::move(model_forward), step);
+  auto findings =
+      find_step_stragglers(steady_values([](const StepRecord& s) { return s.stage(Stage::forward); }), step);
   std::map<int, std::string> measure;
   for (const auto& f : findings) measure[f.rank] = "forward";
-  for (const auto& f : find_step_stragglers(std::move(model_busy), step)) {
+  for (const auto& f : find_step_stragglers(steady_values([](const StepRecord& s) { return s.busy_seconds(); }), step)) {
     if (measure.count(f.rank)) continue;
     measure[f.rank] = "forward+backward+optimizer";
     findings.push_back(f);
@@ -770,6 +775,7 @@ std::vector<StragglerFinding> find_step_stragglers(std::vector<RankStepValue> va
   if (values.empty() || values.front().rank == values.back().rank) return findings;  // fewer than two ranks
   // residual e = value - median of the other ranks' values in that step
   const std::vector<RankResiduals> per_rank = step_residuals(values);
+  std::vector<RankStepValue>().swap(values);  // per_rank holds what is needed from here
   std::vector<double> residual_pool, value_pool;
   for (const auto& r : per_rank) {
     residual_pool.insert(residual_pool.end(), r.residuals.begin(), r.residuals.end());

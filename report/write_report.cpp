@@ -89,9 +89,12 @@ std::string train_report(const fs::path& run_dir, const TimelineSource& source, 
   for (const auto& [file, why] : ignored) analysis.ignored_timelines.push_back(file + ": " + why);
   const auto verdicts = train_verdicts(analysis);
   const TraceSelection selection = choose_trace(analysis, named_ranks(verdicts));
-  nlohmann::json report_json = train_report_json(analysis, verdicts);
-  report_json["trace_selection"] = selection.to_json();
-  write_file_atomically(run_dir / "report.json", report_json.dump(2) + "\n");
+  StreamedJson report_json = train_report_json(analysis, verdicts);
+  report_json.members["trace_selection"] = selection.to_json();
+  AtomicFileWriter json_file(run_dir / "report.json");
+  report_json.write(json_file);
+  json_file.write("\n");
+  json_file.commit();
   write_file_atomically(run_dir / "report.md", train_report_markdown(analysis, verdicts, run_dir.string()) +
                                                    "\n## Trace\n\n" + selection.describe() + "\n");
   write_file_atomically(run_dir / "report.html", train_report_html(analysis, verdicts, run_dir.string()));

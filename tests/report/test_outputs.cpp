@@ -1,6 +1,7 @@
 // The files the report writes: trace.json's structure, report.json's fields, report.md, the prep
 // report, the error for a directory without timelines, and report.html in headless Chromium.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "report/chrome_trace.h"
 #include "report/report_documents.h"
 #include "report/report_text.h"
+#include "report/streamed_json.h"
 #include "report/write_report.h"
 #include "tests/report/synthetic_run.h"
 
@@ -334,12 +336,6 @@ TEST(ReportHtml, PrepPageRunsInHeadlessChromium) {
   check_in_chromium(dir / "report.html", fs::path(SLUICE_REPORT_TEST_DIR) / "report-prep.png");
 }
 
-}  // namespace
-}  // namespace sluice::report
-
-namespace sluice::report {
-namespace {
-
 // named_list (report_text.h): a short list as given; a long one its heaviest named_at_most,
 // heaviest first, and a count of the rest.
 TEST(ReportText, NamedListNamesTheHeaviestAndCountsTheRest) {
@@ -383,6 +379,45 @@ TEST(ReportText, RankTableAboveTheThresholdShowsTheDistributionAndTheWorst) {
   EXPECT_EQ(rows[1], (std::vector<std::string>{"**p95**", "94.0", "95%", ""}));
   EXPECT_EQ(rows[2][0], "rank 99");  // share 1%: the lowest
   EXPECT_EQ(rows.back()[0], "rank 90");
+}
+
+// report.json is written member by member (streamed_json.h); its bytes must be nlohmann's dump(2)
+// of the whole tree, which readers and scripts/report-golden.sh compare against.
+TEST(StreamedJson, WritesTheBytesOfDumpTwoOfTheWholeObject) {
+  StreamedJson inner;
+  inner.members = {{"any", true}, {"reason", "rank 3 \"node-7\"\nwaited"}, {"empty", json::object()}};
+  inner.arrays["ranks"] = {3, [](size_t i) {
+                             return json{{"rank", i}, {"channels", json::array({{{"peer", i + 1}}})}, {"e", json::array()}};
+                           }};
+  inner.arrays["none"] = {0, [](size_t) { return json(); }};
+  StreamedJson document;
+  document.members = {{"format", "x"}, {"zeta", {1, 2.5, nullptr}}, {"b\u00e9", "caf\u00e9"}, {"nested", {{"a", {{"b", 1}}}}}};
+  document.arrays["model_ranks"] = {2, [](size_t i) { return json{{"step_series", {{i, 0.5, true}, {i + 1, 0.25, false}}}}; }};
+  document.objects["hang"] = inner;
+  document.objects["empty_object"] = StreamedJson{};
+
+  const fs::path file = run_dir("streamed-json") / "out.json";
+  AtomicFileWriter out(file);
+  document.write(out);
+  out.write("\n");
+  out.commit();
+  const std::string expected = document.to_json().dump(2) + "\n";
+  EXPECT_EQ(read_file(file), expected);
+  EXPECT_EQ(json::parse(read_file(file))["hang"]["ranks"][2]["channels"][0]["peer"], 3);
+  EXPECT_NE(expected.find("\"none\": []"), std::string::npos);
+  EXPECT_FALSE(fs::exists(file.string() + ".tmp-" + std::to_string(::getpid())));
+}
+
+// A writer dropped before commit() (an exception while writing) leaves the old file as it was.
+TEST(StreamedJson, AnUncommittedWriterLeavesTheOldFile) {
+  const fs::path file = run_dir("streamed-json-uncommitted") / "report.json";
+  write_file_atomically(file, "old\n");
+  {
+    AtomicFileWriter out(file);
+    out.write(std::string(3 << 20, 'x'));  // past the writer's buffer: bytes reach the temp file
+  }
+  EXPECT_EQ(read_file(file), "old\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(file.parent_path()), fs::directory_iterator()), 1);
 }
 
 }  // namespace
