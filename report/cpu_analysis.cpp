@@ -1,6 +1,8 @@
 #include "report/cpu_analysis.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -123,6 +125,22 @@ void RankStalls::keep_overlapping(int64_t from_ns, int64_t to_ns) {
   complete = false;
 }
 
+void RankStalls::summarise(int64_t from_ns, int64_t to_ns) {
+  if (inside_from_ns <= inside_to_ns) throw std::logic_error("RankStalls::summarise called twice");
+  if (from_ns > to_ns) return;
+  inside_from_ns = from_ns;
+  inside_to_ns = to_ns;
+  const auto inside = [&](const std::pair<int64_t, int64_t>& s) { return s.first >= from_ns && s.second <= to_ns; };
+  for (const auto& s : stalls) {
+    if (!inside(s) || s.second <= s.first) continue;
+    ++inside_stalls;
+    inside_stalled_ns += s.second - s.first;
+    inside_longest_ns = std::max(inside_longest_ns, s.second - s.first);
+  }
+  stalls.erase(std::remove_if(stalls.begin(), stalls.end(), inside), stalls.end());
+  stalls = std::vector<std::pair<int64_t, int64_t>>(stalls.begin(), stalls.end());  // the memory given back
+}
+
 RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, int64_t start_ns, int64_t end_ns) {
   return analyze_rank_cpu(aligned, RankStalls::of(aligned), start_ns, end_ns);
 }
@@ -160,14 +178,26 @@ RankCpu analyze_rank_cpu(const timing::RankTimeline& aligned, const RankStalls& 
     c.longest_stall_seconds = real_or(r, "longest_stall_seconds", 0);
   } else {
     c.window_seconds = static_cast<double>(end_ns - start_ns) * 1e-9;
+    int64_t stalled_ns = 0, longest_ns = 0;
+    if (stalls.inside_from_ns <= stalls.inside_to_ns) {
+      if (start_ns > stalls.inside_from_ns || end_ns < stalls.inside_to_ns) {
+        throw std::logic_error("rank " + std::to_string(aligned.rank) + "'s stalls were summarised over a span " +
+                               "the window does not hold");
+      }
+      c.stalls = stalls.inside_stalls;
+      stalled_ns = stalls.inside_stalled_ns;
+      longest_ns = stalls.inside_longest_ns;
+    }
     for (const auto& [stall_start, stall_end] : stalls.stalls) {
       const int64_t from = std::max(start_ns, stall_start), to = std::min(end_ns, stall_end);
       if (to <= from) continue;
-      const double seconds = static_cast<double>(to - from) * 1e-9;
-      c.stalled_seconds += seconds;
-      c.longest_stall_seconds = std::max(c.longest_stall_seconds, seconds);
+      stalled_ns += to - from;
+      longest_ns = std::max(longest_ns, to - from);
       ++c.stalls;
     }
+    // Summed in whole nanoseconds: the same total whichever intervals were summarised first.
+    c.stalled_seconds = static_cast<double>(stalled_ns) * 1e-9;
+    c.longest_stall_seconds = static_cast<double>(longest_ns) * 1e-9;
   }
   c.ran_fraction = c.window_seconds > 0 ? std::clamp(1.0 - c.stalled_seconds / c.window_seconds, 0.0, 1.0) : 1.0;
   clip_storage_reads(c, stalls, start_ns, end_ns);

@@ -324,7 +324,7 @@ std::string step_time_chart(const TrainAnalysis& a) {
     steps.insert(steps.begin(), whole);
     step_title = fmt::format("Step time: every step (mean of the model ranks) and each model rank's last {} steady "
                              "steps, which the verdicts cover (grey: warm-up and steps before them)",
-                             max_analysed_steps);
+                             a.steady.max_steps);
     if (a.model_ranks.size() > full_table_ranks) step_title += "; above " + std::to_string(full_table_ranks) + " ranks their median, p95, slowest and slowest ranks";
   }
   return line_chart(step_title, steps, "global step", "seconds", false,

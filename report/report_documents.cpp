@@ -57,13 +57,13 @@ StreamedJson hang_json(const HangFacts& h) {
   return j;
 }
 
-// Which steps the numbers cover: every steady step, or each model rank's last max_analysed_steps
+// Which steps the numbers cover: every steady step, or each model rank's last SteadyWindow::max_steps
 // (run_analysis.h, LONG RUNS), with the whole run's pooled totals beside them.
 json analysis_window_json(const TrainAnalysis& a) {
   const WholeRun& w = a.whole_run;
   json stages = json::object();
   for (Stage stage : model_step_stages) stages[stage_name(stage)] = w.fraction(stage);
-  return {{"max_steps", max_analysed_steps},
+  return {{"max_steps", a.steady.max_steps},
           {"capped", a.steady.capped},
           {"first_step", a.steady.first_step},
           {"last_step", a.steady.last_step},
@@ -443,7 +443,7 @@ std::string capped_window_text(const TrainAnalysis& a) {
                      "bounded (the cyclic-stall rule still reads every step). Over all the steady steps recorded "
                      "(steps {}–{}): mean step {} ms, input wait {}, exposed all-reduce {}. Every span is in "
                      "timeline/rank-N.json.",
-                     max_analysed_steps, a.steady.first_step, a.steady.last_step, a.steady.left_out_steps,
+                     a.steady.max_steps, a.steady.first_step, a.steady.last_step, a.steady.left_out_steps,
                      a.steady.recorded_first_step, a.steady.recorded_last_step, milliseconds(w.step_seconds_mean()),
                      percent(w.fraction(Stage::batch_wait)), percent(w.fraction(Stage::allreduce_exposed)));
 }

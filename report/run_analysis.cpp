@@ -150,7 +150,7 @@ void add_to_whole_run(const std::vector<StepRecord>& steps, size_t warmup, JobSe
 // (transfer_exposed below); its steady batch waits go to `waits` for that. Steps beyond the
 // analysed window go to the job's series and the whole run's totals only.
 ModelRankAnalysis analyze_model_rank(const RankTimeline& t, std::vector<SteadyWait>& waits, JobSeries& job,
-                                     WholeRun& whole) {
+                                     WholeRun& whole, size_t max_steps) {
   ModelRankAnalysis m;
   m.rank = t.rank;
   m.name = describe_rank(t);
@@ -162,11 +162,11 @@ ModelRankAnalysis analyze_model_rank(const RankTimeline& t, std::vector<SteadyWa
   m.recorded_steps = n;
   m.warmup_steps = std::min(n, std::max(min_warmup_steps, static_cast<size_t>(std::ceil(0.1 * static_cast<double>(n)))));
   add_to_whole_run(m.steps, m.warmup_steps, job, whole);
-  // The analysed window: the last max_analysed_steps steady steps; the steps before it are dropped
-  // (freed: the vector is rebuilt at its size).
+  // The analysed window: the last max_steps steady steps; the steps before it are dropped (freed:
+  // the vector is rebuilt at its size).
   size_t first_steady = m.warmup_steps;
-  if (n - m.warmup_steps > max_analysed_steps) {
-    const size_t first_analysed = n - max_analysed_steps;
+  if (n - m.warmup_steps > max_steps) {
+    const size_t first_analysed = n - max_steps;
     m.capped = true;
     m.left_out_steps = first_analysed - m.warmup_steps;
     m.steps = std::vector<StepRecord>(m.steps.begin() + static_cast<std::ptrdiff_t>(first_analysed), m.steps.end());
@@ -373,6 +373,11 @@ void check_causality(std::vector<FlowEnd> sends, const std::vector<FlowEnd>& rec
 
 }  // namespace
 
+size_t analysed_steps_for(int world_size) {
+  return std::clamp(analysed_step_budget / static_cast<size_t>(std::max(world_size, 1)), min_analysed_steps,
+                    max_analysed_steps);
+}
+
 const RankCpu* TrainAnalysis::cpu_of(int rank) const {
   const auto it = std::lower_bound(cpu.begin(), cpu.end(), rank, [](const RankCpu& c, int r) { return c.rank < r; });
   return it != cpu.end() && it->rank == rank && it->measured ? &*it : nullptr;
@@ -465,7 +470,9 @@ void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
   if (data) pass.data_ranks.insert(t.rank);
   const ModelRankAnalysis* analysed = nullptr;
   if (model) {
-    a.model_ranks.push_back(analyze_model_rank(t, pass.steady_waits[t.rank], pass.job, a.whole_run));
+    // The window's length from the first model rank's world size, the same for every rank after.
+    if (a.model_ranks.empty()) a.steady.max_steps = analysed_steps_for(t.world_size);
+    a.model_ranks.push_back(analyze_model_rank(t, pass.steady_waits[t.rank], pass.job, a.whole_run, a.steady.max_steps));
     analysed = &a.model_ranks.back();
   }
   const int64_t kept_from = analysed ? first_kept_step(*analysed) : INT64_MIN;
@@ -489,6 +496,12 @@ void summarise_rank(RankTimeline raw, TrainAnalysis& a, FirstPass& pass) {
     int64_t margin = 0;
     for (const auto& step : analysed->steps) margin = std::max(margin, step.end_ns - step.start_ns);
     stalls.keep_overlapping(analysed->steps.front().start_ns - margin, analysed->steps.back().end_ns + margin);
+  }
+  if (analysed && !data) {
+    // Its own steady steps lie inside the job's steady window (the earliest and latest of every
+    // model rank's) and inside its whole life: the stalls there count whole in either.
+    const auto steady = std::find_if(analysed->steps.begin(), analysed->steps.end(), [](const StepRecord& s) { return s.steady; });
+    if (steady != analysed->steps.end()) stalls.summarise(steady->start_ns, analysed->steps.back().end_ns);
   }
   // A data rank's intervals are taken again in the second pass, inside the window known then.
   if (!data) pass.stalls[t.rank] = std::move(stalls);
@@ -629,7 +642,10 @@ TrainAnalysis analyze_train(const TimelineSource& source) {
     }
     a.data_ranks.push_back(analyze_data_rank(t, a.steady.start_ns, a.steady.end_ns, pass.feed));
     RankStalls stalls = RankStalls::take(t);
-    if (a.steady.enough) stalls.keep_overlapping(a.steady.start_ns, a.steady.end_ns);
+    if (a.steady.enough) {
+      stalls.keep_overlapping(a.steady.start_ns, a.steady.end_ns);
+      stalls.summarise(a.steady.start_ns, a.steady.end_ns);
+    }
     pass.stalls[t.rank] = std::move(stalls);
   });
   std::sort(a.data_ranks.begin(), a.data_ranks.end(), rank_order);

@@ -22,7 +22,8 @@
 // others' values per rank (quadratic in ranks): they are pooled and sorted once.
 //
 // LONG RUNS. The per-step and per-batch part is bounded whatever the run's length: a model rank's
-// steps are analysed in a window of at most max_analysed_steps steady steps, its last ones (the
+// steps are analysed in a window of at most max_analysed_steps steady steps (fewer above 4,096
+// ranks: analysed_steps_for), its last ones (the
 // same rule on every rank, so ranks in lockstep share the window's global steps). Only that window
 // is kept per rank: its StepRecords, batch waits and flow ends, the data ranks' sends and stalls
 // inside it (read in the second pass, once the window is known), and a capped model rank's stall
@@ -59,6 +60,13 @@ inline constexpr size_t min_warmup_steps = 5;
 // such windows fit in well under the report's 2 GB (docs/performance.md). A cyclic stall is looked
 // for in the job's series of every step, so its period is not limited by the window.
 inline constexpr size_t max_analysed_steps = 500;
+// ... and fewer on a large job: the analysed steps of every model rank together stay within a
+// budget (2^21 steps, ~220 MB of StepRecords and as much again of the batch waits, flow ends and
+// stalls kept beside them), a rank's window never below min_analysed_steps. 500 up to 4,096
+// ranks, 256 at 8,192, 128 at 16,384: the rules still pool 2 million steps.
+inline constexpr size_t analysed_step_budget = size_t{1} << 21;
+inline constexpr size_t min_analysed_steps = 100;
+size_t analysed_steps_for(int world_size);
 // Ranks whose counter samples (queue depth, credits) are kept for report.html's chart: the first
 // ones by rank.
 inline constexpr size_t counter_chart_ranks = 8;
@@ -120,9 +128,9 @@ struct ModelRankAnalysis {
   std::vector<StepRecord> steps;  // in order: every step, or the analysed window alone when capped
   size_t recorded_steps = 0;      // steps in its timeline (steps.size() unless capped)
   size_t warmup_steps = 0;
-  size_t steady_steps = 0;        // analysed: at most max_analysed_steps
+  size_t steady_steps = 0;        // analysed: at most SteadyWindow::max_steps
   size_t left_out_steps = 0;      // steady steps before the analysed window (0 unless capped)
-  bool capped = false;            // more steady steps than max_analysed_steps: steps holds the window
+  bool capped = false;            // more steady steps than SteadyWindow::max_steps: steps holds the window
   double steady_seconds = 0;  // sum of steady step times
   Distribution step_seconds;  // steady
   Distribution busy_seconds;  // steady forward+backward+optimizer
@@ -182,8 +190,9 @@ struct ClockSummary {
 };
 
 // The steady steps the numbers and verdicts cover: every model rank's steady steps, or, when a
-// rank has more than max_analysed_steps of them, its last max_analysed_steps (capped).
+// rank has more than max_steps of them, its last max_steps (capped).
 struct SteadyWindow {
+  size_t max_steps = max_analysed_steps;  // the window's length on this job: analysed_steps_for(world size)
   bool enough = false;   // at least min_steady_steps on every model rank
   size_t steady_steps = 0;  // the fewest analysed steady steps of any model rank
   size_t warmup_steps = 0;  // the most dropped
@@ -191,7 +200,7 @@ struct SteadyWindow {
   int64_t last_step = -1;
   int64_t start_ns = 0;  // aligned, across model ranks
   int64_t end_ns = 0;
-  bool capped = false;         // some model rank's steady steps were more than max_analysed_steps
+  bool capped = false;         // some model rank's steady steps were more than max_steps
   size_t left_out_steps = 0;   // the most steady steps any model rank had before its window
   // Every steady step recorded (the window's first_step/last_step when not capped).
   int64_t recorded_first_step = -1;

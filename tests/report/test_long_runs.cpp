@@ -140,6 +140,27 @@ TEST(LongRuns, AShortRunIsAnalysedWhole) {
   EXPECT_EQ(b.steady.left_out_steps, 1u);
 }
 
+// Above 4,096 ranks the window shrinks so that every rank's analysed steps together stay within
+// the budget: a 300-step run of a 16,384-rank job is analysed over each rank's last 128 steps.
+TEST(LongRuns, AJobOfManyRanksAnalysesAShorterWindow) {
+  EXPECT_EQ(analysed_steps_for(3), max_analysed_steps);
+  EXPECT_EQ(analysed_steps_for(4096), max_analysed_steps);
+  EXPECT_EQ(analysed_steps_for(8192), 256u);
+  EXPECT_EQ(analysed_steps_for(16384), 128u);
+  EXPECT_EQ(analysed_steps_for(1 << 22), min_analysed_steps);
+  auto timelines = testing::make_train_timelines(long_run(300));
+  for (auto& t : timelines) t.world_size = 16384;
+  const TrainAnalysis a = analyze_train(timelines);
+  EXPECT_EQ(a.steady.max_steps, 128u);
+  EXPECT_TRUE(a.steady.capped);
+  for (const auto& m : a.model_ranks) {
+    EXPECT_EQ(m.steps.size(), 128u);
+    EXPECT_EQ(m.steady_steps, 128u);
+    EXPECT_EQ(m.left_out_steps, 300u - 30u - 128u);  // 30 warm-up steps (10%)
+  }
+  EXPECT_EQ(a.steady.first_step, 300 - 128);
+}
+
 TEST(LongRuns, VerdictsOfALongRunNameWhatWasPlanted) {
   testing::SyntheticTrain run = long_run(3000);
   run.noise = 0.002;
