@@ -201,10 +201,23 @@ std::optional<MpiSession::Failure> MpiSession::first_failure(double wait_s) cons
 }
 
 
+namespace {
+// An MPI count is an int: a message of 2 GiB or more would be cut (or negative), so it is refused
+// here, naming it, instead. What can grow that large (the corpus listing) travels in chunks
+// (runtime/prep/listing_share.h).
+int message_count(const std::string& payload, const std::string& what) {
+  if (payload.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    throw Error(ErrorKind::internal, what + " is " + std::to_string(payload.size()) +
+                                         " bytes, more than one MPI message holds (2 GiB): report this as a bug");
+  }
+  return static_cast<int>(payload.size());
+}
+}  // namespace
+
 void send_string(const MpiSession& session, int destination, int tag, const std::string& payload,
                  Deadline deadline, const std::string& what) {
   MPI_Request request;
-  check_mpi(MPI_Isend(payload.data(), static_cast<int>(payload.size()), MPI_CHAR, destination, tag,
+  check_mpi(MPI_Isend(payload.data(), message_count(payload, what), MPI_CHAR, destination, tag,
                   session.world(), &request),
         "MPI_Isend");
   int done = 0;
@@ -297,9 +310,10 @@ std::string broadcast_string(const MpiSession& session, const std::string& value
   const Deadline deadline = deadline_after(timeout_s);
   if (session.rank() == 0) {
     // Post every send first so that one slow receiver does not delay the others.
+    const int count = message_count(value, what);
     std::vector<MPI_Request> requests(static_cast<size_t>(session.size() - 1));
     for (int r = 1; r < session.size(); ++r) {
-      check_mpi(MPI_Isend(value.data(), static_cast<int>(value.size()), MPI_CHAR, r, tag,
+      check_mpi(MPI_Isend(value.data(), count, MPI_CHAR, r, tag,
                       session.world(), &requests[static_cast<size_t>(r - 1)]),
             "MPI_Isend");
     }

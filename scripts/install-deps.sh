@@ -17,6 +17,7 @@ packages=(
   python3-dev pybind11-dev              # python/: sluice-python, the Python model ranks (optional)
   slurmctld slurmd slurm-client munge   # tests/slurm: a real Slurm (srun --mpi=pmix: slurm-wlm-basic-plugins)
   iproute2 util-linux procps            # tests/netns: ip netns, unshare; pgrep
+  strace                                # PrepJob.OneRankReadsAManyFileListingForAll counts each rank's file calls
 )
 
 missing=()

@@ -180,6 +180,20 @@ MelOnlyTime time_mel_only(const std::vector<std::vector<float>>& decoded, const 
   return {seconds_since(start), thread_cpu_seconds() - cpu_start};
 }
 
+// Wall and CPU seconds of `repeat` passes of decode alone over `files`: load_audio as prep calls it
+// (read from the page cache, decode, resample to the mel's rate when the file's differs), no mel.
+// With time_mel_only on the same files: the two halves of prep's per-clip work, each alone.
+MelOnlyTime time_decode_only(const std::vector<fs::path>& files, const MelConfig& config, int repeat) {
+  const double cpu_start = thread_cpu_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  size_t samples = 0;
+  for (int r = 0; r < repeat; ++r) {
+    for (const fs::path& file : files) samples += sluice::dataset::load_audio(file, config.sample_rate).size();
+  }
+  if (samples == 0) std::cerr << "bench mel: the files decoded to no samples\n";
+  return {seconds_since(start), thread_cpu_seconds() - cpu_start};
+}
+
 // torchaudio on the same files in the same run: its rate and the ratio, printed and added to
 // `summary`.
 void compare_with_torchaudio(const MelBenchOptions& options, const fs::path& generated, double sluice_rate,
@@ -226,6 +240,7 @@ int run_mel_bench(const MelBenchOptions& options) {
   if (!decode_all(files, config, decoded, audio_seconds_per_pass)) return 1;
   const double pipeline_wall = time_pipeline(files, config, extractor, options.repeat);
   const MelOnlyTime mel_time = time_mel_only(decoded, extractor, options.repeat);
+  const MelOnlyTime decode_time = time_decode_only(files, config, options.repeat);
   const double mel_wall = mel_time.wall;
 
   const double audio_seconds = audio_seconds_per_pass * options.repeat;
@@ -236,13 +251,16 @@ int run_mel_bench(const MelBenchOptions& options) {
               options.inputs.empty() ? std::to_string(options.rate).c_str() : "as found");
   std::printf("sluice    load_audio + mel : %9.0f audio-s/s (one thread)\n", sluice_rate);
   std::printf("sluice    mel only         : %9.0f audio-s/s (one thread)\n", mel_rate);
+  std::printf("sluice    load_audio only  : %9.0f audio-s/s (one thread)\n", audio_seconds / decode_time.wall);
 
   nlohmann::json summary = {{"files", files.size()},
                             {"repeat", options.repeat},
                             {"audio_seconds", audio_seconds},
                             {"sluice_audio_s_per_s", sluice_rate},
                             {"sluice_mel_only_audio_s_per_s", mel_rate},
-                            {"sluice_mel_only_audio_s_per_cpu_s", audio_seconds / mel_time.cpu}};
+                            {"sluice_mel_only_audio_s_per_cpu_s", audio_seconds / mel_time.cpu},
+                            {"sluice_decode_only_audio_s_per_s", audio_seconds / decode_time.wall},
+                            {"sluice_decode_only_audio_s_per_cpu_s", audio_seconds / decode_time.cpu}};
   if (options.run_baseline) compare_with_torchaudio(options, generated, sluice_rate, summary);
   std::printf("%s\n", summary.dump().c_str());
 

@@ -17,6 +17,13 @@
 # sides read from the page cache. RANKS (default 2) ranks x 1 worker thread, `--bind-to none`;
 # "per core" divides by min(RANKS, nproc). Numbers only: nothing is asserted.
 #
+# THE LIMIT. Prep's per-clip work is decode (load_audio: read, decode, resample) then the mel; on
+# one core it cannot beat the two done alone, one after the other, on the same files: limit =
+# 1 / (1 / decode-alone + 1 / mel-alone), both from `sluice bench mel` in the same run (decode alone
+# on the files as prep reads them, mel alone on their decoded samples). "prep per core, of the
+# limit" is prep's rate per core over that: what is left for prep itself to win (text, writing,
+# start-up, idle), where the ratio to the mel alone also counts the decoder's own cost.
+#
 # Beside the mel alone on one core (the goal's reference) it measures the mel alone on
 # min(RANKS, nproc) cores at once (the ceiling of "prep per core": what the cores give when each
 # runs nothing but the mel), and the mel's CPU-second rate, the reference of the CPU-second ratio.
@@ -101,6 +108,9 @@ mel_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.l
 # The mel's own CPU time (its thread's): the reference of the CPU-second ratio, as prep's side is
 # its CPU time too, so that neither counts waiting for a core on a loaded machine.
 mel_cpu_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("sluice_mel_only_audio_s_per_cpu_s", d["sluice_mel_only_audio_s_per_s"]))')
+# Decode alone (load_audio, no mel) on the same files, same run: 0 from a build without it.
+decode_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("sluice_decode_only_audio_s_per_s", 0))')
+decode_cpu_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("sluice_decode_only_audio_s_per_cpu_s", 0))')
 # The mel alone on min(RANKS, cores) cores at once, each copy on the same clips: the rate per core
 # that the mel math itself keeps when every core runs it, as prep's ranks do. Below the one-core
 # rate when the cores share caches, memory bandwidth or a physical core (a VM's vCPUs may be
@@ -122,10 +132,14 @@ cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/
   ${SHARD_SIZE:+--set cache.shard_size=$SHARD_SIZE} >"$work/prep-log.txt" 2>&1; } 2>&1 )
 end=$(date +%s.%N)
 
-/usr/bin/python3 - "$work/cache" "$mel_rate" "$mel_cpu_rate" "$mel_parallel_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
+/usr/bin/python3 - "$work/cache" "$mel_rate" "$mel_cpu_rate" "$mel_parallel_rate" "$decode_rate" "$decode_cpu_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
 import json, os, sys
-cache, mel, mel_cpu, mel_parallel, start, end, ranks, fmt, copies, label, user, system = sys.argv[1:]
+cache, mel, mel_cpu, mel_parallel, decode, decode_cpu, start, end, ranks, fmt, copies, label, user, system = sys.argv[1:]
 mel, mel_cpu, mel_parallel, wall, ranks = float(mel), float(mel_cpu), float(mel_parallel), float(end) - float(start), int(ranks)
+decode, decode_cpu = float(decode), float(decode_cpu)
+# The limit: decode alone then mel alone, on one core (see the top of this script); 0 when unknown.
+limit = 1 / (1 / decode + 1 / mel) if decode > 0 else 0.0
+limit_cpu = 1 / (1 / decode_cpu + 1 / mel_cpu) if decode_cpu > 0 else 0.0
 cpu_seconds = float(user) + float(system)
 cores = min(ranks, os.cpu_count())
 manifest = json.load(open(f"{cache}/manifest.json"))
@@ -141,8 +155,14 @@ print(f"{'mel math alone, per CPU-second':<44}{mel_cpu:>12.0f}")
 print(f"{f'mel math alone, {cores} at once, per core':<44}{mel_parallel:>12.0f}  ({mel_parallel / mel:.2f}x one core: the ceiling)")
 print(f"{'sluice prep, per core (whole job wall)':<44}{per_core:>12.0f}")
 print(f"{'sluice prep, per CPU-second (user + sys)':<44}{audio / cpu_seconds:>12.0f}")
+if limit > 0:
+    print(f"{'decode alone (load_audio), 1 core':<44}{decode:>12.0f}")
+    print(f"{'the limit: decode alone + mel alone, 1 core':<44}{limit:>12.0f}  (per CPU-second: {limit_cpu:.0f})")
 print(f"ratio prep per core / mel alone: {per_core / mel:.2f}  (goal: >= 0.7 WAV, >= 0.5 FLAC/MP3)")
 print(f"ratio prep per CPU-second / mel alone per CPU-second: {audio / cpu_seconds / mel_cpu:.2f}  (less sensitive to other load)")
+if limit > 0:
+    print(f"prep per core, of the limit: {per_core / limit:.2f}; per CPU-second, of the limit per CPU-second: "
+          f"{audio / cpu_seconds / limit_cpu:.2f}")
 stages = {}
 for rank in report["ranks"]:
     for name, seconds in rank["stages"].items():
@@ -157,7 +177,8 @@ print(f"  {'rest':<10}{rest:>9.2f} s  {100 * rest / cpu:5.1f}%  (start-up, listi
 print(f"features stage vs mel alone: {audio / stages['features']:.0f} audio-s per feature-second "
       f"({audio / stages['features'] / mel:.2f}x the mel-alone rate)")
 with open(os.path.join(os.path.dirname(cache), "results.jsonl"), "a") as out:
-    out.write(json.dumps({"label": label.split(" (")[0], "mel": mel, "mel_cpu": mel_cpu, "mel_parallel": mel_parallel, "wall": wall,
+    out.write(json.dumps({"label": label.split(" (")[0], "mel": mel, "mel_cpu": mel_cpu, "mel_parallel": mel_parallel,
+                          "decode": decode, "decode_cpu": decode_cpu, "limit": limit, "limit_cpu": limit_cpu, "wall": wall,
                           "cpu": cpu_seconds, "user": float(user), "system": float(system), "audio": audio,
                           "cores": cores, "load": os.getloadavg()[0], "stages": stages}) + "\n")
 PY
@@ -184,12 +205,20 @@ mel_parallel = max(run.get("mel_parallel", 0.0) for run in runs)
 print(f"\nsummary: {len(runs)} run(s); mel math alone, best of the session: {mel:.0f} audio-s/s, "
       f"{mel_cpu:.0f} audio-s per CPU-second, {mel_parallel:.0f} per core with every core running it "
       f"({mel_parallel / mel:.2f}x: the ceiling of ratio wall); load average {min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f}")
-print(f"{'build':<40}{'wall s':>8}{'CPU s':>8}{'sys s':>7}{'ratio wall':>12}{'ratio CPU':>11}   (medians)")
+# The limit (decode alone + mel alone, one core) from the same best-of-session measurements.
+limit = max(run.get("limit", 0.0) for run in runs)
+limit_cpu = max(run.get("limit_cpu", 0.0) for run in runs)
+if limit > 0:
+    decode = max(run.get("decode", 0.0) for run in runs)
+    print(f"decode alone, best of the session: {decode:.0f} audio-s/s; the limit (decode alone + mel alone, one "
+          f"core): {limit:.0f} audio-s/s, {limit_cpu:.0f} per CPU-second")
+print(f"{'build':<40}{'wall s':>8}{'CPU s':>8}{'sys s':>7}{'ratio wall':>12}{'ratio CPU':>11}{'of limit':>10}{'CPU':>6}   (medians)")
 for label in dict.fromkeys(run["label"] for run in runs):
     mine = [run for run in runs if run["label"] == label]
     wall = statistics.median(r["wall"] for r in mine)
     cpu = statistics.median(r["cpu"] for r in mine)
     system = statistics.median(r.get("system", 0.0) for r in mine)
     audio, cores = mine[0]["audio"], mine[0]["cores"]
-    print(f"{label:<40}{wall:>8.1f}{cpu:>8.1f}{system:>7.1f}{audio / wall / cores / mel:>12.2f}{audio / cpu / mel_cpu:>11.2f}")
+    of_limit = f"{audio / wall / cores / limit:>10.2f}{audio / cpu / limit_cpu:>6.2f}" if limit > 0 else f"{'-':>10}{'-':>6}"
+    print(f"{label:<40}{wall:>8.1f}{cpu:>8.1f}{system:>7.1f}{audio / wall / cores / mel:>12.2f}{audio / cpu / mel_cpu:>11.2f}{of_limit}")
 PY

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "common/slurm_env.h"
 #include "dataset/vocabulary.h"
 #include "runtime/prep/coordinator.h"
+#include "runtime/prep/listing_share.h"
 #include "runtime/prep/plan_agreement.h"
 #include "runtime/prep/prep_protocol.h"
 #include "runtime/prep/prep_settings.h"
@@ -120,9 +122,15 @@ void write_outcome(RankTiming& rank_timing, const fs::path& dir, int outcome,
 }  // namespace
 
 std::future<dataset::CorpusListing> start_listing(const config::Config& config) {
-  return std::async(std::launch::async, [path = config.string("corpus.path"), options = corpus_options(config)] {
+  // Evaluated on every rank: a bad corpus option is a config error every rank says alike.
+  auto read = [path = config.string("corpus.path"), options = corpus_options(config)] {
     return dataset::read_corpus(path, options);
-  });
+  };
+  // Only rank 0 reads (runtime/prep/listing_share.h); a launcher that does not say which rank
+  // this is (a singleton, or an unknown one) reads everywhere, and the ranks other than 0 drop it.
+  const std::optional<int> rank = rank_before_mpi();
+  if (rank && *rank != 0) return {};
+  return std::async(std::launch::async, std::move(read));
 }
 
 int run_prep(const MpiSession& session, const config::Config& config,
@@ -138,13 +146,21 @@ int run_prep(const MpiSession& session, const config::Config& config,
                                              : dataset::Vocabulary::builtin_characters();
   const json vocabulary_json = vocabulary.to_json();
 
-  // 1. The listing: every rank reads it (started before MPI); it is deterministic.
-  const dataset::CorpusListing listing = listing_being_read.get();
+  // 1. The listing: rank 0 reads it (started before MPI) and shares it, or its error.
+  if (session.rank() == 0 && !listing_being_read.valid()) {
+    // The launcher's environment named another rank 0 than MPI did: read here.
+    listing_being_read = std::async(std::launch::async, [&config] {
+      return dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
+    });
+  }
+  const dataset::CorpusListing listing = share_listing(session, std::move(listing_being_read), settings.timeout_s);
   if (listing.items.empty()) {
-    // The same on every rank: each says it and stops (no exchange has started yet).
-    throw DataError("the corpus " + listing.listing_file.string() + " (" + listing.format +
+    // The same on every rank: rank 0 says it, each stops (no exchange has started yet).
+    DataError error("the corpus " + listing.listing_file.string() + " (" + listing.format +
                     ") has no samples: there is nothing to prepare. Check that file (is it empty?) and "
                     "corpus.path / corpus.format");
+    error.mark_on_every_rank();
+    throw error;
   }
   settings.output["corpus"]["layout"] = listing.format;  // what `auto` decided; `cache inspect` shows it
   // Rank 0 holds the directory's lock to the end of the job, before anything in it is read or

@@ -2,9 +2,13 @@
 // `sluice prep`: the offline, MPI-parallel cache preparation job.
 //
 // Protocol (every exchange has the runtime.timeout_s deadline, see common/mpi_session.h):
-//  1. Every rank reads the corpus listing (metadata only; deterministic, so no messages). It needs
-//     no other rank, so the launcher starts it on a thread before MPI starts (start_listing):
-//     listing a large corpus on shared storage and MPI's own start-up then overlap.
+//  1. Rank 0 reads the corpus listing (metadata only) and broadcasts it, encoded, to the others
+//     (runtime/prep/listing_share.h): a corpus listed in 44k transcript files costs one rank's
+//     opens on the shared file system, not every rank's. It needs no other rank, so the launcher
+//     starts it on a thread before MPI starts (start_listing): listing a large corpus on shared
+//     storage and MPI's own start-up then overlap; the others wait with rank 0's keepalives and
+//     the runtime.timeout_s deadline. An error of the listing is rank 0's, said once and ended
+//     with the same exit code on every rank.
 //  2. Rank r probes the audio headers of items r, r+N, r+2N, ... (duration, size, mtime) and
 //     sends them to rank 0 (steps 2-3: runtime/prep/plan_agreement.h).
 //  3. Rank 0 computes the fingerprint (settings + vocabulary + listing + every file's size and
@@ -48,7 +52,8 @@ constexpr int prep_too_many_rejects = 3;
 constexpr int prep_environment = 5;
 
 // Step 1 on a thread of its own: the listing of `config`'s corpus.path. Call it before MPI starts;
-// the future holds the reader's error, if any, which run_prep rethrows.
+// the future holds the reader's error, if any, which run_prep shares. On a rank the launcher names
+// as other than 0 it reads nothing (an empty future).
 std::future<dataset::CorpusListing> start_listing(const config::Config& config);
 
 // Runs the job on every rank of `session`, with `listing` from start_listing(config); returns the

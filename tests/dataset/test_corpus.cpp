@@ -1,11 +1,15 @@
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "dataset/audio.h"
 #include "dataset/corpus.h"
+#include "dataset/listing_encoding.h"
 #include "dataset/mel.h"
 #include "tests/dataset/corpus_replicas.h"
 
@@ -24,22 +28,50 @@ class CorpusTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
   void write(const fs::path& relative, const std::string& text) { std::ofstream(root_ / relative) << text; }
+  // ROOT/metadata.csv and wavs/ with every problem a row can have (listed in
+  // LjspeechRowsInOrderWithEveryListingProblem).
+  void write_ljspeech_with_every_problem(const fs::path& folder) {
+    fs::create_directories(folder / "wavs");
+    write(folder / "metadata.csv",
+          "a1|Raw one|Normalized one\n"
+          "a2|Raw two|\n"
+          "\n"
+          "broken row without bars\n"
+          "a1|again|again\n"
+          "../../etc/passwd|escape|escape\n"
+          "a3|   |   \n"
+          "a4|x|y|z\n"
+          "a5|Windows line|Windows line\r\n");
+    for (const char* id : {"a1", "a2", "a3", "a4", "a5"}) write(folder / "wavs" / (std::string(id) + ".wav"), "");
+  }
+  // The sample corpus's Persian line that has no letter Persian alone uses, beside Persian rows.
+  void write_persian_rows_one_without_persian_letters(const fs::path& folder) {
+    fs::create_directories(folder / "wavs");
+    write(folder / "metadata.csv",
+          "fa1|امروز هوا آفتابی است|\n"
+          "fa2|قطار تهران به مشهد حدود دوازده ساعت در راه است.|\n"
+          "en1|Hello there.|\n");
+    for (const char* id : {"fa1", "fa2", "en1"}) write(folder / "wavs" / (std::string(id) + ".wav"), "");
+  }
+  // ROOT/list.jsonl with defaults and every problem a line can have (JsonlFieldsDefaultsAndProblems).
+  void write_jsonl_with_every_problem(const fs::path& folder) {
+    fs::create_directories(folder / "wavs");
+    write(folder / "list.jsonl",
+          R"({"id":"x1","audio":"wavs/x1.flac","text":"hello","speaker":"s1","language":"en"})" "\n"
+          R"({"id":"x2","audio":"wavs/x2.wav","text":"سلام"})" "\n"
+          "not json\n"
+          R"({"id":"x3","text":"no audio"})" "\n"
+          R"({"id":"x4","audio":"../outside.wav","text":"t"})" "\n"
+          R"({"id":"x5","audio":"/etc/hostname","text":"t"})" "\n"
+          R"({"id":"x1","audio":"wavs/x1b.wav","text":"t"})" "\n"
+          R"({"id":"x6","audio":"wavs/x6.wav","text":"t","speaker":7})" "\n");
+  }
 
   fs::path root_;
 };
 
 TEST_F(CorpusTest, LjspeechRowsInOrderWithEveryListingProblem) {
-  write("metadata.csv",
-        "a1|Raw one|Normalized one\n"
-        "a2|Raw two|\n"
-        "\n"
-        "broken row without bars\n"
-        "a1|again|again\n"
-        "../../etc/passwd|escape|escape\n"
-        "a3|   |   \n"
-        "a4|x|y|z\n"
-        "a5|Windows line|Windows line\r\n");
-  for (const char* id : {"a1", "a2", "a3", "a4", "a5"}) write(fs::path("wavs") / (std::string(id) + ".wav"), "");
+  write_ljspeech_with_every_problem(root_);
   const CorpusListing listing = read_corpus(root_, CorpusOptions{});
   EXPECT_EQ(listing.format, "ljspeech");
   EXPECT_EQ(listing.recognised, "metadata.csv (LJSpeech)");
@@ -72,15 +104,7 @@ TEST_F(CorpusTest, RawTextColumnOption) {
 }
 
 TEST_F(CorpusTest, JsonlFieldsDefaultsAndProblems) {
-  write("list.jsonl",
-        R"({"id":"x1","audio":"wavs/x1.flac","text":"hello","speaker":"s1","language":"en"})" "\n"
-        R"({"id":"x2","audio":"wavs/x2.wav","text":"سلام"})" "\n"
-        "not json\n"
-        R"({"id":"x3","text":"no audio"})" "\n"
-        R"({"id":"x4","audio":"../outside.wav","text":"t"})" "\n"
-        R"({"id":"x5","audio":"/etc/hostname","text":"t"})" "\n"
-        R"({"id":"x1","audio":"wavs/x1b.wav","text":"t"})" "\n"
-        R"({"id":"x6","audio":"wavs/x6.wav","text":"t","speaker":7})" "\n");
+  write_jsonl_with_every_problem(root_);
   CorpusOptions options;
   options.speaker = "default-speaker";
   const CorpusListing listing = read_corpus(root_ / "list.jsonl", options);
@@ -279,12 +303,7 @@ TEST_F(CorpusTest, CommonVoiceOlderReleaseTakesTheLanguageFromTheFolder) {
 }
 
 TEST_F(CorpusTest, PersianRowsWithoutPersianLettersArePersianInAPersianCorpus) {
-  // The sample corpus's Persian line that has no letter Persian alone uses, beside Persian rows.
-  write("metadata.csv",
-        "fa1|امروز هوا آفتابی است|\n"
-        "fa2|قطار تهران به مشهد حدود دوازده ساعت در راه است.|\n"
-        "en1|Hello there.|\n");
-  for (const char* id : {"fa1", "fa2", "en1"}) write(fs::path("wavs") / (std::string(id) + ".wav"), "");
+  write_persian_rows_one_without_persian_letters(root_);
   const CorpusListing listing = read_corpus(root_, CorpusOptions{});
   EXPECT_EQ(listing.items[0].language, "");  // detected at prep: it has Persian letters
   EXPECT_EQ(listing.items[1].language, "fa");
@@ -306,6 +325,85 @@ TEST_F(CorpusTest, ArabicCorpusStaysArabic) {
   const CorpusListing listing = read_corpus(root_, CorpusOptions{});
   EXPECT_EQ(listing.items[0].language, "");
   EXPECT_TRUE(listing.notes.empty());
+}
+
+// ------------------------------------------------------------------ the listing as bytes
+
+// Every field of two listings, item by item.
+void expect_same_listing(const CorpusListing& decoded, const CorpusListing& read) {
+  EXPECT_EQ(decoded.root, read.root);
+  EXPECT_EQ(decoded.listing_file, read.listing_file);
+  EXPECT_EQ(decoded.format, read.format);
+  EXPECT_EQ(decoded.recognised, read.recognised);
+  EXPECT_EQ(decoded.notes, read.notes);
+  ASSERT_EQ(decoded.items.size(), read.items.size());
+  for (size_t i = 0; i < read.items.size(); ++i) {
+    const CorpusItem& a = decoded.items[i];
+    const CorpusItem& b = read.items[i];
+    SCOPED_TRACE("item " + std::to_string(i) + " (" + b.source + ")");
+    EXPECT_EQ(a.source, b.source);
+    EXPECT_EQ(a.id, b.id);
+    EXPECT_EQ(a.audio, b.audio);
+    EXPECT_EQ(a.audio.string(), b.audio.string());
+    EXPECT_EQ(a.text, b.text);
+    EXPECT_EQ(a.speaker, b.speaker);
+    EXPECT_EQ(a.language, b.language);
+    EXPECT_EQ(a.reject, b.reject);
+    EXPECT_EQ(a.reject_detail, b.reject_detail);
+    EXPECT_EQ(a.metadata, b.metadata);
+  }
+}
+
+// The listings of every layout the tests above make: each comes back from its encoding field by
+// field (what the ranks that do not read a corpus prep on, runtime/prep/listing_share.h), and a
+// cut encoding is an error, never a shorter listing.
+TEST_F(CorpusTest, EveryLayoutsListingComesBackFromItsEncoding) {
+  std::vector<std::pair<std::string, CorpusListing>> listings;
+  write_ljspeech_with_every_problem(root_ / "ljspeech-problems");
+  listings.emplace_back("ljspeech with every problem", read_corpus(root_ / "ljspeech-problems", CorpusOptions{}));
+  write_jsonl_with_every_problem(root_ / "jsonl");
+  CorpusOptions with_speaker;
+  with_speaker.speaker = "default-speaker";
+  listings.emplace_back("jsonl", read_corpus(root_ / "jsonl" / "list.jsonl", with_speaker));
+  write_persian_rows_one_without_persian_letters(root_ / "persian");
+  listings.emplace_back("persian", read_corpus(root_ / "persian", CorpusOptions{}));
+  test::make_ljspeech_replica(root_ / "ljspeech");
+  listings.emplace_back("ljspeech replica", read_corpus(root_ / "ljspeech", CorpusOptions{}));
+  test::make_libritts_replica(root_ / "libritts");
+  listings.emplace_back("libritts", read_corpus(root_ / "libritts", CorpusOptions{}));
+  CorpusOptions raw;
+  raw.text_column = "raw";
+  raw.format = "libritts";
+  listings.emplace_back("libritts raw", read_corpus(root_ / "libritts" / "train-clean-100", raw));
+  test::make_vctk_replica(root_ / "vctk");
+  listings.emplace_back("vctk", read_corpus(root_ / "vctk", CorpusOptions{}));
+  CorpusOptions mic2;
+  mic2.vctk_mic = "mic2";
+  listings.emplace_back("vctk mic2", read_corpus(root_ / "vctk", mic2));
+  test::make_commonvoice_replica(root_ / "cv" / "fa");
+  listings.emplace_back("commonvoice", read_corpus(root_ / "cv" / "fa", CorpusOptions{}));
+  listings.emplace_back("empty", CorpusListing{});
+
+  std::set<std::string> kinds_of_field;  // that the layouts above exercise what they should
+  for (const auto& [name, listing] : listings) {
+    SCOPED_TRACE(name);
+    const std::string bytes = encode_listing(listing);
+    const CorpusListing decoded = decode_listing(bytes);
+    expect_same_listing(decoded, listing);
+    EXPECT_EQ(encode_listing(decoded), bytes);
+    for (size_t cut = 0; cut < bytes.size(); ++cut) {
+      EXPECT_THROW(decode_listing(bytes.substr(0, cut)), Error) << "cut to " << cut << " of " << bytes.size();
+    }
+    EXPECT_THROW(decode_listing(bytes + "x"), Error);
+    if (!listing.notes.empty()) kinds_of_field.insert("notes");
+    for (const auto& item : listing.items) {
+      if (item.reject) kinds_of_field.insert("reject");
+      if (!item.metadata.empty()) kinds_of_field.insert("metadata");
+      if (!item.speaker.empty()) kinds_of_field.insert("speaker");
+      if (!item.language.empty()) kinds_of_field.insert("language");
+    }
+  }
+  EXPECT_EQ(kinds_of_field, (std::set<std::string>{"language", "metadata", "notes", "reject", "speaker"}));
 }
 
 TEST(TextExcerpt, CutsAtACharacterBoundary) {

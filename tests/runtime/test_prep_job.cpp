@@ -1,13 +1,17 @@
 // `sluice prep` end to end: the real binary, real mpirun ranks, real HDF5 files.
 #include <signal.h>
 #include <sndfile.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <thread>
@@ -16,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/interrupt_ranks.h"
 
 #include "cache/cache_reader.h"
 #include "cache/shard_reader.h"
@@ -392,6 +397,186 @@ TEST(PrepCorpora, EachDownloadedLayoutGivesTheMelsOfTheSameAudioAsWav) {
   expect_prep_equals_wav("vctk", vctk, test::make_vctk_replica(vctk));
   const fs::path commonvoice = scratch("commonvoice") / "fa";
   expect_prep_equals_wav("commonvoice", commonvoice, test::make_commonvoice_replica(commonvoice));
+}
+
+// --- the listing read once --------------------------------------------------------------------
+
+// The sample corpus in VCTK's layout, where the listing is a file per utterance:
+// wav48_silence_trimmed/pNNN/pNNN_MMM_mic1.wav and txt/pNNN/pNNN_MMM.txt, ten utterances a speaker.
+// Returns the number of transcripts.
+int make_vctk_copy_of_the_sample_corpus(const fs::path& corpus) {
+  std::ifstream metadata(fs::path(SLUICE_SAMPLE_CORPUS) / "metadata.csv");
+  int row = 0;
+  for (std::string line; std::getline(metadata, line); ++row) {
+    const std::string id = line.substr(0, line.find('|'));
+    const std::string rest = line.substr(line.find('|') + 1);
+    const std::string text = rest.substr(0, rest.find('|'));
+    const std::string speaker = "p" + std::to_string(100 + row / 10);
+    char utterance[8];
+    std::snprintf(utterance, sizeof(utterance), "%03d", row % 10 + 1);
+    const std::string name = speaker + "_" + utterance;
+    fs::create_directories(corpus / "wav48_silence_trimmed" / speaker);
+    fs::copy_file(fs::path(SLUICE_SAMPLE_CORPUS) / "wavs" / (id + ".wav"),
+                  corpus / "wav48_silence_trimmed" / speaker / (name + "_mic1.wav"));
+    test::write_text(corpus / "txt" / speaker / (name + ".txt"), text + "\n");
+  }
+  return row;
+}
+
+// Lines of an strace log that name a path under `folder` (the calls that touch it).
+int calls_under(const fs::path& trace, const fs::path& folder) {
+  std::ifstream in(trace);
+  int calls = 0;
+  const std::string quoted = "\"" + folder.string();
+  for (std::string line; std::getline(in, line);) calls += line.find(quoted) != std::string::npos;
+  return calls;
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// VCTK's listing is 44k transcript files: read by every rank, 64 ranks on a shared file system made
+// 64 times its metadata calls. Rank 0 reads it and the others take it from rank 0
+// (runtime/prep/listing_share.h): under strace, ranks 1 and 2 touch no transcript, rank 0 touches
+// them as one rank did before, and the cache is the one a single rank writes.
+TEST_F(PrepJob, OneRankReadsAManyFileListingForAll) {
+  ASSERT_EQ(run("strace -V").exit_code, 0) << "strace is needed (scripts/install-deps.sh installs it)";
+  const fs::path corpus = scratch("vctk-copy");
+  const int transcripts = make_vctk_copy_of_the_sample_corpus(corpus);
+  ASSERT_EQ(transcripts, 120);
+  const std::string loose = "--set prep.max_reject_fraction=1";
+
+  const fs::path one_rank = scratch("vctk-one-rank");
+  const CommandResult single = run(prep_command(1, corpus, one_rank, loose));
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+
+  // Each rank under its own strace, its log named by its rank.
+  const fs::path traces = scratch("vctk-traces");
+  const fs::path three_ranks = scratch("vctk-three-ranks");
+  const std::string calls = "openat,open,stat,lstat,newfstatat,statx,access,faccessat,faccessat2,getdents64,readlink";
+  const std::string command = std::string(SLUICE_MPIEXEC) + " --oversubscribe -np 3 sh -c 'exec strace -f -qq -e trace=" +
+                              calls + " -o " + traces.string() + "/rank-$OMPI_COMM_WORLD_RANK.trace " + SLUICE_BINARY +
+                              " prep --corpus " + corpus.string() + " --out " + three_ranks.string() +
+                              " --set cache.shard_size=16 --set prep.progress_interval_s=0.2 " + loose + "'";
+  const CommandResult shared = run(command);
+  ASSERT_EQ(shared.exit_code, 0) << shared.output;
+
+  std::vector<int> transcript_calls;
+  for (int rank = 0; rank < 3; ++rank) {
+    const fs::path trace = traces / ("rank-" + std::to_string(rank) + ".trace");
+    ASSERT_TRUE(fs::exists(trace)) << trace;
+    transcript_calls.push_back(calls_under(trace, corpus / "txt"));
+  }
+  std::cout << "[ metrics  ] transcript (txt/) calls per rank: " << transcript_calls[0] << " " << transcript_calls[1]
+            << " " << transcript_calls[2] << "\n";
+  EXPECT_GE(transcript_calls[0], transcripts);  // an open per transcript at least, all on rank 0
+  EXPECT_EQ(transcript_calls[1], 0);
+  EXPECT_EQ(transcript_calls[2], 0);
+  EXPECT_NE(shared.output.find("corpus listing: 120 rows"), std::string::npos) << shared.output;
+
+  // The same cache as one rank's: fingerprint, samples, rejects, and it verifies.
+  EXPECT_EQ(manifest_of(three_ranks)["fingerprint"], manifest_of(one_rank)["fingerprint"]);
+  EXPECT_EQ(manifest_of(three_ranks)["totals"], manifest_of(one_rank)["totals"]);
+  EXPECT_EQ(manifest_of(three_ranks)["speakers"], manifest_of(one_rank)["speakers"]);
+  expect_same_samples(one_rank, three_ranks);
+  EXPECT_EQ(read_text(three_ranks / "rejects.jsonl"), read_text(one_rank / "rejects.jsonl"));
+  EXPECT_EQ(samples_by_id(three_ranks).size() + manifest_of(one_rank)["totals"]["rejects"].get<size_t>(), 120u);
+  const CommandResult verify = run(std::string(SLUICE_BINARY) + " cache verify " + three_ranks.string());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+}
+
+// Three clips of the sample corpus in an LJSpeech folder whose metadata.csv is a FIFO: rank 0's
+// listing blocks in its open until someone writes the rows. Returns the rows to write.
+std::string make_corpus_with_a_fifo_listing(const fs::path& corpus) {
+  fs::create_directories(corpus / "wavs");
+  std::string rows;
+  for (const char* id : {"LJS-EN-0001", "LJS-EN-0002", "LJS-FA-0001"}) {
+    fs::copy_file(fs::path(SLUICE_SAMPLE_CORPUS) / "wavs" / (std::string(id) + ".wav"),
+                  corpus / "wavs" / (std::string(id) + ".wav"));
+    rows += std::string(id) + "|A clip.|\n";
+  }
+  EXPECT_EQ(::mkfifo((corpus / "metadata.csv").c_str(), 0600), 0);
+  return rows;
+}
+
+// Rank 0 reads the listing alone; the others wait for it with the runtime.timeout_s deadline, and
+// its keepalives hold them while it still reads: a listing slower than the deadline (here three
+// times it, on a file system that does not answer) is waited for, not a failure.
+TEST_F(PrepJob, RanksWaitForASlowListingPastTheDeadline) {
+  const fs::path corpus = scratch("fifo-listing-slow");
+  const std::string rows = make_corpus_with_a_fifo_listing(corpus);
+  const fs::path rows_file = scratch("fifo-rows") / "metadata.csv";
+  std::ofstream(rows_file) << rows;
+  const std::string writer = "{ sleep 12; cat " + rows_file.string() + " > " + (corpus / "metadata.csv").string() + "; } & ";
+  const fs::path cache = scratch("fifo-listing-slow-cache");
+  const CommandResult result = run(writer + prep_command(3, corpus, cache, "--set runtime.timeout_s=4"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("still reading the corpus listing"), std::string::npos) << result.output;
+  EXPECT_EQ(samples_by_id(cache).size(), 3u);
+}
+
+// A rank 0 stopped from outside while it reads the listing is named by the ranks waiting for it,
+// within about the deadline: not a hang.
+TEST_F(PrepJob, AStoppedRankZeroIsNamedByTheRanksWaitingForItsListing) {
+  const fs::path dir = scratch("fifo-listing-stopped");
+  const fs::path corpus = dir / "corpus";
+  make_corpus_with_a_fifo_listing(corpus);
+  const std::string command = prep_command(3, corpus, dir / "cache", "--set runtime.timeout_s=4");
+  // Once rank 0 says it still reads (MPI has started on every rank by then), it is stopped for good.
+  const auto stopped = test::interrupt_ranks(command, dir, SIGSTOP, {0}, "still reading the corpus listing");
+  ASSERT_GE(stopped.seconds, 0) << "rank 0 was never found to stop:\n" << stopped.output;
+  EXPECT_LT(stopped.seconds, 30) << "the job did not end soon after the 4 s deadline:\n" << stopped.output;
+  EXPECT_FALSE(WIFEXITED(stopped.status) && WEXITSTATUS(stopped.status) == 0) << stopped.output;
+  EXPECT_NE(stopped.output.find("rank 0 (host"), std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("reads the corpus listing for every rank, and has sent neither the corpus listing "
+                                "nor a sign that it is still reading"),
+            std::string::npos)
+      << stopped.output;
+}
+
+// Occurrences of `text` in `output`.
+int occurrences(const std::string& output, const std::string& text) {
+  int found = 0;
+  for (size_t at = output.find(text); at != std::string::npos; at = output.find(text, at + 1)) ++found;
+  return found;
+}
+
+// An error of the listing is rank 0's alone now; the ranks that did not read fail with its message
+// and code: said once, ended alike, on one rank and on three.
+TEST_F(PrepJob, ABadCorpusFailsAlikeOnOneAndThreeRanks) {
+  const fs::path corpora = scratch("bad-corpora");
+  const fs::path missing = corpora / "no-such-corpus";
+  const fs::path bad_header = corpora / "cv" / "fa";
+  fs::create_directories(bad_header / "clips");
+  std::ofstream(bad_header / "validated.tsv") << "client_id\tfile\ttranscript\nc1\ta.mp3\thello\n";
+  const fs::path empty = corpora / "empty";
+  fs::create_directories(empty / "wavs");
+  std::ofstream(empty / "metadata.csv") << "";
+  struct Case {
+    fs::path corpus;
+    std::string extra;
+    int exit_code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {missing, "", 1, "data error: corpus " + missing.string() + " does not exist"},
+      {bad_header, "", 1, "data error: " + (bad_header / "validated.tsv").string() + ":1: the header has no `path` and"},
+      {empty, "", 1, "data error: the corpus " + (empty / "metadata.csv").string() + " (ljspeech) has no samples"},
+      {SLUICE_SAMPLE_CORPUS, "--set corpus.format=vctk", 1,
+       "data error: corpus " + fs::weakly_canonical(SLUICE_SAMPLE_CORPUS).string() + " is not a VCTK folder"},
+  };
+  for (const Case& bad : cases) {
+    SCOPED_TRACE(bad.message);
+    for (int ranks : {1, 3}) {
+      SCOPED_TRACE(std::to_string(ranks) + " rank(s)");
+      const CommandResult result = run(prep_command(ranks, bad.corpus, scratch("bad-corpus-cache"), bad.extra));
+      EXPECT_EQ(result.exit_code, bad.exit_code) << result.output;
+      EXPECT_EQ(occurrences(result.output, bad.message), 1) << result.output;
+      EXPECT_EQ(result.output.find("MPI_ABORT"), std::string::npos) << result.output;  // ended, not aborted
+    }
+  }
 }
 
 TEST(PrepCommand, UnknownConfigKeyIsAUsageError) {
