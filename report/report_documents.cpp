@@ -171,6 +171,21 @@ void padding_section(ReportDocument& doc, const json& padding) {
   table.total_row = {"**all**", "", "", "", std::to_string(t.value("batches", 0)),
                      percent(t.value("frame_efficiency", 1.0)), percent(t.value("token_efficiency", 1.0))};
   doc.table(std::move(table));
+  // train.mixture: what each cache makes of the epoch (padding_summary.h, "corpora").
+  const json corpora = padding.value("corpora", json::array());
+  if (!corpora.empty()) {
+    doc.heading("Corpora (train.mixture; epoch 0's planned batches)", 3);
+    DocumentTable shares{{"corpus", "cache", "weight", "samples", "share of samples", "share of padding",
+                          "share of input time", "real/padded frames"},
+                         numbers_after(2, 8), {}, {}};
+    for (const auto& c : corpora) {
+      shares.rows.push_back({std::to_string(c.value("corpus", 0)), markdown_literal(c.value("dir", std::string())),
+                             fmt::format("{:g}", c.value("weight", 1.0)), std::to_string(c.value("samples", int64_t{0})),
+                             percent(c.value("sample_share", 0.0)), percent(c.value("padding_share", 0.0)),
+                             percent(c.value("frame_share", 0.0)), percent(c.value("frame_efficiency", 1.0))});
+    }
+    doc.table(std::move(shares));
+  }
   // No sample is left out (batch_plan.h, "Remainder"): say where the remainder went.
   const json remainder = padding.value("remainder", json::object());
   if (remainder.contains("spilled")) {

@@ -127,6 +127,13 @@ config::Schema build_schema() {
   schema.add({"train.pad_multiple", ValueType::integer, "8",
               "padded lengths are rounded up to a multiple of this", {}, 1, 4096});
   schema.add({"train.seed", ValueType::integer, "1234", "seed of the shuffle, the model init and dropout"});
+  schema.add({"train.mixture", ValueType::string, "",
+              "several caches in one run: comma-separated DIR:WEIGHT (weight 1 when left out), replacing cache.dir; "
+              "an epoch trains WEIGHT x a cache's samples of each (docs/architecture.md); empty = cache.dir alone"});
+  schema.add({"train.mixture_temperature", ValueType::number, "1",
+              "a of train.mixture: each cache's share of an epoch is proportional to (WEIGHT x samples)^a; 1 = the "
+              "weights as given, below 1 flattens toward small caches",
+              {}, 0.01, 10});
   schema.add({"train.validation_fraction", ValueType::number, "0.05",
               "share of the cache held out for validation (by hashed sample id)", {}, 0, 0.9});
   schema.add({"train.validation_seed", ValueType::integer, "17",
