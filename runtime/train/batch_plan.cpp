@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 
@@ -372,36 +374,74 @@ struct BatchPlan::MixtureCounting {
     return epoch * (quota / kMixtureQuotaUnit) + epoch * (quota % kMixtureQuotaUnit) / kMixtureQuotaUnit;
   }
 
-  // Cycle position k of corpus c -> its sorted position: cycle k / n is a permutation seeded from
-  // (seed, c, cycle), shuffled as the plan shuffles (written out, the same everywhere).
+  // Cycle `number` of corpus c: its sorted positions in a permutation seeded from (seed, c, number),
+  // shuffled as the plan shuffles (written out, the same everywhere). The latest cycle of each
+  // corpus is kept: epochs walk the cycles in order, so each is shuffled about once.
+  std::shared_ptr<const std::vector<size_t>> cycle(size_t c, int64_t number) const {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (latest.size() != ranges.size()) latest.assign(ranges.size(), {-1, nullptr});
+    if (latest[c].first == number) return latest[c].second;
+    auto positions = std::make_shared<std::vector<size_t>>(ranges[c].second - ranges[c].first);
+    std::iota(positions->begin(), positions->end(), ranges[c].first);
+    std::mt19937_64 engine(splitmix64(splitmix64(splitmix64(seed ^ 0x6d69787475726531ULL) ^ c) ^
+                                      static_cast<uint64_t>(number)));
+    shuffle(*positions, engine);
+    latest[c] = {number, positions};
+    return positions;
+  }
+
+  // Every owed copy of `epoch`: visit(corpus, sorted position), cycle position k of each corpus
+  // in [epoch_begin(epoch), epoch_begin(epoch + 1)).
   template <typename Visit>
   void for_each_owed(int64_t epoch, Visit&& visit) const {
     for (size_t c = 0; c < ranges.size(); ++c) {
       const auto n = static_cast<int64_t>(ranges[c].second - ranges[c].first);
       if (n == 0) continue;
-      const int64_t lo = epoch_begin(epoch, quotas[c]);
       const int64_t hi = epoch_begin(epoch + 1, quotas[c]);
-      std::vector<size_t> cycle;
-      int64_t cycle_number = -1;
-      for (int64_t k = lo; k < hi; ++k) {
-        if (k / n != cycle_number) {
-          cycle_number = k / n;
-          cycle.resize(static_cast<size_t>(n));
-          std::iota(cycle.begin(), cycle.end(), ranges[c].first);
-          std::mt19937_64 engine(splitmix64(splitmix64(splitmix64(seed ^ 0x6d69787475726531ULL) ^ c) ^
-                                            static_cast<uint64_t>(cycle_number)));
-          shuffle(cycle, engine);
-        }
-        visit(c, cycle[static_cast<size_t>(k % n)]);
+      for (int64_t k = epoch_begin(epoch, quotas[c]); k < hi;) {
+        const auto positions = cycle(c, k / n);
+        const int64_t end = std::min(hi, (k / n + 1) * n);
+        for (; k < end; ++k) visit(c, (*positions)[static_cast<size_t>(k % n)]);
       }
     }
   }
 
+  // Once the buckets are known: each corpus's samples per bucket (a whole cycle's counts).
+  void set_buckets(std::vector<int32_t> bucket_of_position, size_t buckets) {
+    bucket_of = std::move(bucket_of_position);
+    n_buckets = buckets;
+    whole_cycle.assign(ranges.size(), std::vector<int64_t>(buckets, 0));
+    for (size_t c = 0; c < ranges.size(); ++c) {
+      for (size_t i = ranges[c].first; i < ranges[c].second; ++i) ++whole_cycle[c][static_cast<size_t>(bucket_of[i])];
+    }
+  }
+
+  // The owed copies of `epoch` per bucket, without dealing them: a whole cycle adds its corpus's
+  // counts (O(buckets): PlanSchedule counts every epoch of a run this way), a part of one is
+  // counted from its permutation.
   std::vector<int64_t> per_bucket(int64_t epoch) const {
     std::vector<int64_t> counts(n_buckets, 0);
-    for_each_owed(epoch, [&](size_t, size_t position) { ++counts[static_cast<size_t>(bucket_of[position])]; });
+    for (size_t c = 0; c < ranges.size(); ++c) {
+      const auto n = static_cast<int64_t>(ranges[c].second - ranges[c].first);
+      if (n == 0) continue;
+      const int64_t hi = epoch_begin(epoch + 1, quotas[c]);
+      for (int64_t k = epoch_begin(epoch, quotas[c]); k < hi;) {
+        const int64_t end = std::min(hi, (k / n + 1) * n);
+        if (k % n == 0 && end - k == n) {
+          for (size_t b = 0; b < n_buckets; ++b) counts[b] += whole_cycle[c][b];
+          k = end;
+          continue;
+        }
+        const auto positions = cycle(c, k / n);
+        for (; k < end; ++k) ++counts[static_cast<size_t>(bucket_of[(*positions)[static_cast<size_t>(k % n)]])];
+      }
+    }
     return counts;
   }
+
+  std::vector<std::vector<int64_t>> whole_cycle;  // per corpus, per bucket
+  mutable std::mutex cache_mutex;
+  mutable std::vector<std::pair<int64_t, std::shared_ptr<const std::vector<size_t>>>> latest;
 };
 
 bool operator==(const EpochSegment& a, const EpochSegment& b) {
@@ -503,11 +543,11 @@ BatchPlan BatchPlan::deal(const std::vector<PlanSample>& sorted, const BatchPlan
   plan.owed_ = static_cast<int64_t>(sorted.size());
   if (!config.mixture.empty()) {
     auto counting = std::make_shared<MixtureCounting>(sorted, config);
-    counting->n_buckets = buckets.size();
-    counting->bucket_of.assign(sorted.size(), 0);
+    std::vector<int32_t> bucket_of(sorted.size(), 0);
     for (size_t b = 0; b < buckets.size(); ++b) {
-      for (size_t i : buckets[b].members) counting->bucket_of[i] = static_cast<int32_t>(b);
+      for (size_t i : buckets[b].members) bucket_of[i] = static_cast<int32_t>(b);
     }
+    counting->set_buckets(std::move(bucket_of), buckets.size());
     std::fill(own_owed.begin(), own_owed.end(), 0);
     plan.owed_per_corpus_.assign(config.mixture.size(), 0);
     counting->for_each_owed(epoch, [&](size_t corpus, size_t position) {

@@ -97,14 +97,16 @@ TEST(MixturePlan, WeightsAboveOneRepeatACorpusWithinAnEpochEachSampleOncePerCycl
 }
 
 TEST(MixturePlan, AFractionalWeightGivesItsShareEveryEpochAndWholeEpochCountsMatchTheBuiltPlans) {
-  // 0.37 x 400 = 148 per epoch: the cycle positions [floor(148 e), floor(148 (e + 1))).
-  const Mixed mixed = make_mixture({250, 400}, {1.0, 0.37});
+  // 0.37 x 400 = 148 per epoch: the cycle positions [floor(148 e), floor(148 (e + 1))); the
+  // corpus of weight 2 is two whole cycles an epoch (counted from its per-bucket sizes).
+  const Mixed mixed = make_mixture({250, 400, 90}, {1.0, 0.37, 2.0});
   std::vector<int64_t> carried;
   const BatchPlan first = BatchPlan::build(mixed.split, mixed.config, 3, 0);
-  for (int64_t e = 0; e < 6; ++e) {
+  for (int64_t e = 0; e < 12; ++e) {
     const BatchPlan plan = BatchPlan::build(mixed.split, mixed.config, 3, e, carried);
     EXPECT_EQ(plan.owed_per_corpus()[0], 250) << "epoch " << e;
     EXPECT_EQ(plan.owed_per_corpus()[1], 148) << "epoch " << e;
+    EXPECT_EQ(plan.owed_per_corpus()[2], 180) << "epoch " << e;
     // The schedule counts an epoch from the first plan, without building it.
     const EpochCounts counts = first.whole_epoch(static_cast<int64_t>(carried.size()), e);
     EXPECT_EQ(counts.steps, plan.steps()) << "epoch " << e;
