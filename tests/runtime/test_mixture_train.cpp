@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -130,6 +133,61 @@ TEST_F(Mixture, ResumeContinuesExactlyAndAnotherMixtureIsRefused) {
   ASSERT_EQ(reference.size(), 4u);
   ASSERT_EQ(continued.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(continued[i], reference[2 + i]) << "step " << 2 + i;
+}
+
+// An elastic resume of a mixture: epoch 0 of "all:0.25, short:1.5" (a quarter of one cache, and the
+// other once plus half of it again: a sample owed twice in the epoch) begun on 3 model ranks, stopped
+// after 3 steps and finished on 2. debug.log_samples records every batch; each sample is trained
+// at most as often as the epoch owes it (once for the first cache, twice for the second), and the
+// trained copies plus those the rest defers to epoch 1 are the epoch's owed samples, printed by the
+// plan summary.
+TEST_F(Mixture, AnElasticResumeOnFewerModelRanksTrainsEachOwedCopyOnce) {
+  const fs::path run_dir = scratch("elastic");
+  const std::string mixture = all_.string() + ":0.25, " + short_.string() + ":1.5";
+  const std::string extra =
+      "--set train.epochs=1 --set train.n_buckets=1 --set train.validation_every=0 --set train.checkpoint_every=0 "
+      "--set debug.log_samples=true";
+  const auto first = run(train(4, run_dir, 3, mixture, extra));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(first.output, match, std::regex(R"((\d+) samples \(0 carried in from the epoch before\))")))
+      << first.output;
+  const int64_t owed = std::stoll(match[1]);
+  const auto second = run(train(3, run_dir, 0, mixture, extra + " --resume"));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  ASSERT_TRUE(std::regex_search(second.output, match,
+                                std::regex(R"(goes on with the (\d+) samples it has not trained \((\d+) were; 0 carried )"
+                                           R"(in\), in (\d+) steps \((\d+) deferred to the next epoch\))")))
+      << second.output;
+  const int64_t untrained = std::stoll(match[1]), trained_before = std::stoll(match[2]), left_over = std::stoll(match[4]);
+  EXPECT_EQ(untrained + trained_before, owed);
+  std::map<int64_t, int> times;
+  int64_t trained = 0, in_first_run = 0;
+  for (const auto& file : fs::directory_iterator(run_dir / "samples")) {
+    std::ifstream in(file.path());
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      int64_t global = 0, epoch = 0, step = 0;
+      std::string indices;
+      fields >> global >> epoch >> step >> indices;
+      std::istringstream list(indices);
+      for (std::string index; std::getline(list, index, ',');) {
+        ++times[std::stoll(index)];
+        ++trained;
+        in_first_run += global < 3 ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_EQ(in_first_run, trained_before);  // 3 steps of 3 model ranks (one may be the tail step)
+  EXPECT_EQ(trained + left_over, owed);
+  EXPECT_LT(left_over, 2);
+  const int64_t second_cache = read_json(all_ / "manifest.json")["totals"]["samples"].get<int64_t>();
+  int64_t twice = 0;
+  for (const auto& [index, n] : times) {
+    EXPECT_LE(n, index < second_cache ? 1 : 2) << "sample " << index;
+    twice += n == 2 ? 1 : 0;
+  }
+  EXPECT_GT(twice, 0) << "the second cache's epoch owes some samples twice";
 }
 
 }  // namespace
