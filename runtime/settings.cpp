@@ -110,7 +110,8 @@ config::Schema build_schema() {
               "run directory: checkpoints, timings, report, effective config"});
   schema.add({"train.epochs", ValueType::integer, "1",
               "epochs to train (ignored when train.steps > 0); each trains every sample once, but for fewer than "
-              "the model ranks deferred to the next epoch (after the last: past the run's end)",
+              "the model ranks deferred to the next epoch (after the last: past the run's end); with train.mixture, "
+              "WEIGHT x each cache's samples",
               {}, 1, 1000000});
   schema.add({"train.steps", ValueType::integer, "0",
               "global steps to train; 0 = train.epochs full epochs", {}, 0, 1LL << 40});
