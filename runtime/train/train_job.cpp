@@ -456,9 +456,6 @@ void lock_run_dir(const MpiSession& session, const TrainSettings& settings, std:
   throw error;
 }
 
-// The run directory is this run's: locked, and either a run to --resume on the same cache
-// (RUN_DIR/cache.json) or free of an earlier run's checkpoints (--overwrite deletes them). All
-// checked before rank 0 writes anything into it, so that a refused run leaves an earlier one intact.
 // cache.dir, or with train.mixture its caches as one (they must hold the same features).
 cache::CacheReader open_training_cache(const config::Config& config) {
   const std::vector<MixtureEntry> mixture = parse_mixture(config.string("train.mixture"));
@@ -474,6 +471,9 @@ TrainSettings with_mixture_indices(TrainSettings settings, const cache::CacheRea
   return settings;
 }
 
+// The run directory is this run's: locked, and either a run to --resume on the same cache or
+// train.mixture (RUN_DIR/cache.json) or free of an earlier run's checkpoints (--overwrite deletes them). All
+// checked before rank 0 writes anything into it, so that a refused run leaves an earlier one intact.
 void claim_run_dir(const MpiSession& session, const TrainSettings& settings, const cache::CacheReader& reader,
                    const TrainOptions& options, std::optional<FileLock>& lock) {
   if (options.resume && options.overwrite) {
