@@ -171,6 +171,16 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   setup.end_step = settings.steps > 0 ? settings.steps : setup.schedule->epoch_start(settings.epochs);
   if (session.rank() == 0) {
     std::printf("%s", setup.schedule->shapes().summary().c_str());
+    if (!settings.mixture.empty()) {
+      // What each cache gives an epoch (docs/architecture.md, "Many corpora, one run").
+      const std::vector<int64_t>& owed = setup.schedule->shapes().owed_per_corpus();
+      std::printf("mixture (train.mixture_temperature %g), epoch 0:", settings.plan.mixture_temperature);
+      for (size_t c = 0; c < owed.size(); ++c) {
+        std::printf("%s %s weight %g: %lld samples", c == 0 ? "" : ";", settings.mixture[c].dir.c_str(),
+                    settings.mixture[c].weight, static_cast<long long>(owed[c]));
+      }
+      std::printf("\n");
+    }
     std::printf("training %lld global steps (%lld per epoch), %zu validation samples\n",
                 static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
                 setup.validation.size());
