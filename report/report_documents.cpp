@@ -200,6 +200,37 @@ void padding_section(ReportDocument& doc, const json& padding) {
   }
 }
 
+// The validation passes (RUN_DIR/ranks/rank-N.json), with a column per cache of a mixture.
+void validation_section(ReportDocument& doc, const json& validation, const json& padding) {
+  if (!validation.is_object()) return;
+  const json passes = validation.value("passes", json::array());
+  if (passes.empty()) return;
+  const json corpora = padding.is_object() ? padding.value("corpora", json::array()) : json::array();
+  size_t per_corpus = 0;
+  for (const auto& pass : passes) per_corpus = std::max(per_corpus, pass.value("corpora", json::array()).size());
+  doc.heading("Validation loss");
+  DocumentTable table{{"global step", "loss"}, numbers_after(0, 2 + per_corpus), {}, {}};
+  for (size_t c = 0; c < per_corpus; ++c) {
+    const std::string name = c < corpora.size() ? corpora[c].value("dir", std::string()) : std::string();
+    table.header.push_back("corpus " + std::to_string(c) + (name.empty() ? "" : " " + markdown_literal(name)));
+  }
+  const auto loss_text = [](const json& value) {
+    return value.is_number() ? fmt::format("{:.4f}", value.get<double>()) : std::string("-");
+  };
+  for (const auto& pass : passes) {
+    std::vector<std::string> row = {std::to_string(pass.value("global_step", int64_t{0})),
+                                    loss_text(pass.value("loss", json()))};
+    const json losses = pass.value("corpora", json::array());
+    for (size_t c = 0; c < per_corpus; ++c) row.push_back(c < losses.size() ? loss_text(losses[c]) : "-");
+    table.rows.push_back(std::move(row));
+  }
+  doc.table(std::move(table));
+  doc.paragraph(fmt::format("Model rank {}'s record (RUN_DIR/ranks/rank-{}.json; every model rank all-reduces the "
+                            "same loss){}.",
+                            validation.value("rank", 0), validation.value("rank", 0),
+                            per_corpus > 0 ? "; a corpus column is that cache's validation samples alone" : ""));
+}
+
 // `feed`: whether the ranks exchanged batches (a train run), whose causality was checked.
 void clock_section(ReportDocument& doc, const ClockSummary& c, bool feed = true) {
   doc.heading("Clock");
@@ -589,6 +620,7 @@ json train_report_json(const TrainAnalysis& a, const std::vector<StallVerdict>& 
   j["cpu"] = json::array();
   for (const auto& c : a.cpu) j["cpu"].push_back(c.to_json());
   j["padding"] = a.padding;
+  j["validation"] = a.validation;
   if (!a.restarts.is_null()) j["restarts"] = a.restarts;  // only a supervised run has one
   j["clock"] = clock_json(a.clock);
   j["hang"] = hang_json(a.hang);
@@ -612,6 +644,7 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   data_rank_section(doc, a);
   cpu_section(doc, a.cpu);
   padding_section(doc, a.padding);
+  validation_section(doc, a.validation, a.padding);
   restart_section(doc, a.restarts);
   clock_section(doc, a.clock);
   fate_section(doc, a.hang);

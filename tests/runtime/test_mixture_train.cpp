@@ -78,6 +78,8 @@ TEST_F(Mixture, ThreeRanksTrainOnTwoCachesAndTheReportShowsEachCorpusShare) {
   ASSERT_EQ(last["corpora"].size(), 2u) << validation.dump(2);
   for (const json& loss : last["corpora"]) EXPECT_TRUE(loss.is_number()) << validation.dump(2);
   EXPECT_EQ(read_json(run_dir / "ranks" / "rank-2.json")["validation"], validation);
+  // ... and in the report: report.json "validation" and report.md's table, a column per cache.
+  EXPECT_EQ(read_json(run_dir / "report.json")["validation"]["passes"], validation);
   // padding.json: each corpus's share of epoch 0's samples, padding and input time.
   const json corpora = read_json(run_dir / "padding.json")["corpora"];
   ASSERT_EQ(corpora.size(), 2u) << corpora.dump(2);
@@ -99,6 +101,7 @@ TEST_F(Mixture, ThreeRanksTrainOnTwoCachesAndTheReportShowsEachCorpusShare) {
   const std::string report = read_text(run_dir / "report.md");
   EXPECT_NE(report.find("Corpora (train.mixture"), std::string::npos) << report;
   EXPECT_NE(report.find("share of padding"), std::string::npos) << report;
+  EXPECT_NE(report.find("| global step | loss | corpus 0 "), std::string::npos) << report;
   // cache.json records the mixture: its caches, fingerprints and weights.
   const json record = read_json(run_dir / "cache.json");
   ASSERT_EQ(record["mixture"].size(), 2u) << record.dump(2);
