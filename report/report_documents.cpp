@@ -217,7 +217,11 @@ void validation_section(ReportDocument& doc, const json& validation, const json&
   const auto loss_text = [](const json& value) {
     return value.is_number() ? fmt::format("{:.4f}", value.get<double>()) : std::string("-");
   };
-  for (const auto& pass : passes) {
+  // A long run validates often: the first pass and the last ten (report.json has every one).
+  constexpr size_t kLastPasses = 10;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    if (i > 0 && i + kLastPasses < passes.size()) continue;
+    const json& pass = passes[i];
     std::vector<std::string> row = {std::to_string(pass.value("global_step", int64_t{0})),
                                     loss_text(pass.value("loss", json()))};
     const json losses = pass.value("corpora", json::array());
@@ -225,8 +229,12 @@ void validation_section(ReportDocument& doc, const json& validation, const json&
     table.rows.push_back(std::move(row));
   }
   doc.table(std::move(table));
-  doc.paragraph(fmt::format("Model rank {}'s record (RUN_DIR/ranks/rank-{}.json; every model rank all-reduces the "
+  doc.paragraph(fmt::format("{}Model rank {}'s record (RUN_DIR/ranks/rank-{}.json; every model rank all-reduces the "
                             "same loss){}.",
+                            passes.size() > kLastPasses + 1
+                                ? fmt::format("{} passes: the first and the last {} (report.json has all). ",
+                                              passes.size(), kLastPasses)
+                                : std::string(),
                             validation.value("rank", 0), validation.value("rank", 0),
                             per_corpus > 0 ? "; a corpus column is that cache's validation samples alone" : ""));
 }
