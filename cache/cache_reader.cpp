@@ -1,6 +1,7 @@
 #include "cache/cache_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -13,6 +14,7 @@
 
 namespace sluice::cache {
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 
@@ -63,6 +65,9 @@ struct CacheReader::State {
   std::vector<ShardSlot> slots;
   std::vector<int32_t> slot_of_shard;  // shard number -> slots position, -1 when not listed
   std::vector<int32_t> run_tokens;     // scratch for multi-row token reads
+  // open_mixture(): the caches, each a reader of its own, and where each one's indices begin.
+  std::vector<CacheReader> parts;
+  std::vector<int64_t> first_index;
 
   void check_index(int64_t index) const {
     if (index < 0 || index >= static_cast<int64_t>(entries.size())) {
@@ -265,6 +270,129 @@ CacheReader CacheReader::open(const fs::path& dir, int64_t chunk_cache_bytes) {
   return CacheReader(std::move(state));
 }
 
+namespace {
+
+// The settings of a manifest that make its features: what a mixture's caches must share.
+json feature_settings_of(const json& manifest) {
+  json settings = json::object();
+  const json recorded = manifest.value("settings", json::object());
+  for (const char* section : {"features", "text"}) {
+    if (recorded.is_object() && recorded.contains(section) && recorded[section].is_object()) {
+      for (const auto& [name, value] : recorded[section].items()) settings[std::string(section) + "." + name] = value;
+    }
+  }
+  settings["cache.mel_dtype"] = manifest.value("mel_dtype", std::string("float32"));
+  const json vocabulary = manifest.value("vocabulary", json::object());
+  if (vocabulary.is_object()) {
+    settings["vocabulary.version"] = vocabulary.value("version", json());
+    settings["vocabulary.symbols"] = vocabulary.value("symbols", json());
+  }
+  return settings;
+}
+
+bool same_setting(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();  // 8000 and 8000.0
+  return a == b;
+}
+
+void check_same_features(const CacheReader& first, const CacheReader& other) {
+  const json mine = feature_settings_of(first.manifest());
+  const json theirs = feature_settings_of(other.manifest());
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : mine.items()) keys.push_back(key);
+  for (const auto& [key, value] : theirs.items()) {
+    if (!mine.contains(key)) keys.push_back(key);
+  }
+  std::string differences;
+  for (const std::string& key : keys) {
+    const json a = mine.value(key, json());
+    const json b = theirs.value(key, json());
+    if (same_setting(a, b)) continue;
+    const auto shown = [&](const json& v) {
+      const std::string text = v.dump();
+      return key == "vocabulary.symbols" ? std::to_string(v.is_array() ? v.size() : 0) + " symbols" + (text.size() < 80 ? " " + text : "") : text;
+    };
+    differences += "\n  " + key + ": " + shown(a) + " in " + first.dir().string() + ", " + shown(b) + " in " +
+                   other.dir().string();
+  }
+  if (first.n_mels() != other.n_mels() && differences.find("n_mels") == std::string::npos) {
+    differences += "\n  n_mels: " + std::to_string(first.n_mels()) + " in " + first.dir().string() + ", " +
+                   std::to_string(other.n_mels()) + " in " + other.dir().string();
+  }
+  if (differences.empty()) return;
+  throw ConfigError("train.mixture: the caches " + first.dir().string() + " and " + other.dir().string() +
+                    " were prepared with different features, and one model trains on one kind:" + differences +
+                    "\nrun `sluice prep` on the second corpus with the first cache's settings (its manifest.json "
+                    "\"settings\") into a new cache directory, and mix that one");
+}
+
+}  // namespace
+
+CacheReader CacheReader::open_mixture(const std::vector<fs::path>& dirs, int64_t chunk_cache_bytes) {
+  if (dirs.empty()) throw ConfigError("train.mixture names no cache: give \"DIR:WEIGHT, DIR:WEIGHT, ...\"");
+  auto state = std::make_unique<State>();
+  State& s = *state;
+  for (const fs::path& dir : dirs) {
+    CacheReader part = open(dir, chunk_cache_bytes);
+    if (!s.parts.empty()) check_same_features(s.parts.front(), part);
+    s.first_index.push_back(static_cast<int64_t>(s.entries.size()));
+    s.entries.insert(s.entries.end(), part.entries().begin(), part.entries().end());
+    s.parts.push_back(std::move(part));
+  }
+  const CacheReader& first = s.parts.front();
+  s.dir = first.dir();
+  s.n_mels = first.n_mels();
+  s.manifest_json = first.manifest();
+  json mixture = json::array();
+  for (const CacheReader& part : s.parts) {
+    mixture.push_back({{"dir", part.dir().string()},
+                       {"fingerprint", part.manifest().value("fingerprint", std::string())},
+                       {"samples", part.size()}});
+  }
+  s.manifest_json["mixture"] = mixture;
+  // Pooled statistics: every frame of every cache counts once (mean and second moment, weighted).
+  int64_t total_frames = 0;
+  std::vector<double> mean(static_cast<size_t>(s.n_mels), 0.0), square(static_cast<size_t>(s.n_mels), 0.0);
+  bool all = true;
+  for (const CacheReader& part : s.parts) {
+    const MelStatistics* stats = part.mel_statistics();
+    if (stats == nullptr) {
+      all = false;
+      break;
+    }
+    const auto frames = static_cast<double>(stats->frames);
+    for (size_t b = 0; b < mean.size(); ++b) {
+      mean[b] += frames * stats->mean[b];
+      square[b] += frames * (double{stats->stddev[b]} * stats->stddev[b] + double{stats->mean[b]} * stats->mean[b]);
+    }
+    total_frames += stats->frames;
+  }
+  if (all && total_frames > 0) {
+    MelStatistics pooled = *first.mel_statistics();
+    pooled.frames = total_frames;
+    for (size_t b = 0; b < mean.size(); ++b) {
+      const double m = mean[b] / static_cast<double>(total_frames);
+      pooled.mean[b] = static_cast<float>(m);
+      pooled.stddev[b] = static_cast<float>(std::sqrt(std::max(0.0, square[b] / static_cast<double>(total_frames) - m * m)));
+    }
+    s.mel_statistics = std::move(pooled);
+  }
+  return CacheReader(std::move(state));
+}
+
+size_t CacheReader::corpora() const { return state_->parts.empty() ? 1 : state_->parts.size(); }
+int64_t CacheReader::first_index(size_t corpus) const {
+  return state_->parts.empty() ? 0 : state_->first_index.at(corpus);
+}
+const fs::path& CacheReader::corpus_dir(size_t corpus) const {
+  return state_->parts.empty() ? state_->dir : state_->parts.at(corpus).dir();
+}
+size_t CacheReader::corpus_of(int64_t index) const {
+  const auto& starts = state_->first_index;
+  if (starts.empty()) return 0;
+  return static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), index) - starts.begin()) - 1;
+}
+
 int64_t CacheReader::size() const { return static_cast<int64_t>(state_->entries.size()); }
 
 const IndexEntry& CacheReader::entry(int64_t index) const {
@@ -294,6 +422,30 @@ std::vector<Sample> CacheReader::read_batch(const std::vector<int64_t>& indices)
 void CacheReader::read_batch(const std::vector<int64_t>& indices, std::vector<Sample>& out) {
   State& s = *state_;
   for (int64_t index : indices) s.check_index(index);
+  if (!s.parts.empty()) {
+    // A mixture: each cache reads its own samples (its own lock-held runs), then back in order.
+    out.resize(indices.size());
+    std::vector<int64_t> local;
+    std::vector<size_t> where;
+    std::vector<Sample> read;
+    for (size_t c = 0; c < s.parts.size(); ++c) {
+      local.clear();
+      where.clear();
+      for (size_t k = 0; k < indices.size(); ++k) {
+        if (corpus_of(indices[k]) == c) {
+          local.push_back(indices[k] - s.first_index[c]);
+          where.push_back(k);
+        }
+      }
+      if (local.empty()) continue;
+      s.parts[c].read_batch(local, read);
+      for (size_t k = 0; k < where.size(); ++k) {
+        std::swap(out[where[k]], read[k]);
+        out[where[k]].index = indices[where[k]];
+      }
+    }
+    return;
+  }
   std::vector<size_t> order(indices.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {

@@ -52,6 +52,21 @@ class CacheReader {
   // chunk_cache_bytes: HDF5 chunk cache per shard's /mel (< 0: HDF5's default, 1 MiB).
   static CacheReader open(const std::filesystem::path& dir, int64_t chunk_cache_bytes = -1);
 
+  // Several caches as one (train.mixture): one index space where cache c's sample i is
+  // first_index(c) + i, in the order of `dirs`. The caches must hold the same features: the
+  // settings prep made them with (features.*, text.*), the mel dtype, n_mels and the vocabulary
+  // agree, or a ConfigError names both caches, the setting and both values. manifest() and dir()
+  // are the first cache's (with "mixture" listing every cache's dir, fingerprint and size);
+  // entries' language and speaker are positions in their own cache's manifest; mel_statistics()
+  // pools every cache's (weighted by its frames), nullptr unless each has them.
+  static CacheReader open_mixture(const std::vector<std::filesystem::path>& dirs, int64_t chunk_cache_bytes = -1);
+  // The caches of open_mixture() (one for open()), and where each one's indices begin.
+  size_t corpora() const;
+  int64_t first_index(size_t corpus) const;
+  const std::filesystem::path& corpus_dir(size_t corpus) const;
+  // The corpus of cache index `index` (0 for open()).
+  size_t corpus_of(int64_t index) const;
+
   CacheReader(CacheReader&&) noexcept;
   CacheReader& operator=(CacheReader&&) noexcept;
   ~CacheReader();

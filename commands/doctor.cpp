@@ -168,8 +168,10 @@ void diagnose_cache(const DoctorFacts& facts, std::vector<Problem>& problems) {
     problems.push_back({Severity::blocking, "cache", cache.dir + " has no manifest.json: the cache is unfinished",
                         "rerun the same `sluice prep` to finish it (finished shards are kept)"});
   } else if (!cache.open_error.empty()) {
+    const bool mixture = cache.open_error.rfind("train.mixture", 0) == 0;  // caches that disagree, not damage
     problems.push_back({Severity::blocking, "cache", "the cache does not open: " + cache.open_error,
-                        "run `sluice cache verify " + cache.dir + "`, then re-prepare it with --overwrite"});
+                        mixture ? "prepare the caches of train.mixture with the same features (the message says which)"
+                                : "run `sluice cache verify " + cache.dir + "`, then re-prepare it with --overwrite"});
   } else if (cache.verified && !cache.verify_faults.empty()) {
     problems.push_back({Severity::blocking, "cache",
                         std::to_string(cache.verify_faults.size()) + " fault(s) in the cache, first: " +
@@ -362,12 +364,22 @@ std::string mpi_library_version() {
 void collect_cache(const config::Config& config, const DoctorOptions& options, DoctorFacts& facts) {
   CacheFacts& cache = facts.cache;
   cache.dir = config.string("cache.dir");
+  // train.mixture: its caches are opened as train opens them (their features must agree); the
+  // first stands for them in the cache row and the read measurement.
+  std::vector<fs::path> mixture_dirs;
+  try {
+    for (const MixtureEntry& entry : parse_mixture(config.string("train.mixture"))) mixture_dirs.emplace_back(entry.dir);
+  } catch (const ConfigError& error) {
+    if (facts.config_error.empty()) facts.config_error = error.what();
+  }
+  if (!mixture_dirs.empty()) cache.dir = mixture_dirs.front().string();
   if (cache.dir.empty()) return;
   cache.exists = fs::is_directory(cache.dir);
   cache.complete = cache.exists && fs::exists(fs::path(cache.dir) / cache::Manifest::file_name);
   if (!cache.complete) return;
   try {
-    const auto reader = cache::CacheReader::open(cache.dir);
+    const auto reader =
+        mixture_dirs.empty() ? cache::CacheReader::open(cache.dir) : cache::CacheReader::open_mixture(mixture_dirs);
     cache.samples = reader.size();
     cache.n_mels = reader.n_mels();
     cache.shards = static_cast<int>(reader.manifest()["shards"].size());
@@ -378,8 +390,9 @@ void collect_cache(const config::Config& config, const DoctorOptions& options, D
         const config::Config agreed = agree_with_cache(config, reader.manifest(), reader.dir());
         SplitSamples split = split_samples(reader.entries(), agreed.number("train.validation_fraction"),
                                            static_cast<uint64_t>(agreed.integer("train.validation_seed")));
-        PlanSchedule schedule(std::move(split.train), batch_plan_config(agreed),
-                              static_cast<int>(facts.roles->model_ranks().size()));
+        BatchPlanConfig plan = batch_plan_config(agreed);
+        for (size_t c = 0; c < plan.mixture.size(); ++c) plan.mixture[c].first_index = reader.first_index(c);
+        PlanSchedule schedule(std::move(split.train), plan, static_cast<int>(facts.roles->model_ranks().size()));
         (void)schedule.epoch(0);
       } catch (const ConfigError& error) {
         facts.config_error = error.what();

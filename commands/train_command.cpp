@@ -15,6 +15,9 @@ void TrainCommand::add(CLI::App& app) {
   command_ = app.add_subcommand("train", train_summary);
   config_.attach(*command_);
   command_->add_option("--cache", cache_, "cache directory made by `sluice prep` (sets cache.dir)");
+  command_->add_option("--mixture", mixture_,
+                       "several caches in one run, \"DIR:WEIGHT, DIR:WEIGHT, ...\" (sets train.mixture; replaces "
+                       "--cache; the caches must share features, see train.mixture_temperature)");
   command_->add_option("--run-dir", run_dir_, "run directory for checkpoints and timings (sets train.run_dir)");
   command_->add_option("--steps", steps_, "global steps to train (sets train.steps; 0 = train.epochs whole epochs)")
       ->check(non_negative());
@@ -30,7 +33,7 @@ void TrainCommand::add(CLI::App& app) {
                    "trace.json (`sluice report RUN_DIR` rewrites it offline).\n"
                    "Exit codes: 0 done; 1 failed (a rank, its host and what it waited for, or the damaged "
                    "shard, are named); 2 bad option or config, or a features.*/text.*/cache setting that "
-                   "disagrees with the cache's manifest; 4 stopped by SIGTERM/SIGUSR1 after writing a checkpoint "
+                   "disagrees with the cache's manifest, or train.mixture caches with different features; 4 stopped by SIGTERM/SIGUSR1 after writing a checkpoint "
                    "(rerun with --resume; under mpirun send SIGUSR1 to mpirun: it answers SIGTERM itself, "
                    "with exit code 1, see docs/operations.md).");
 }
@@ -40,6 +43,7 @@ int TrainCommand::run(MpiSession& session, double& abort_grace_s) const {
   auto settings = config_.load();
   abort_grace_s = std::clamp(0.5 * settings.number("runtime.timeout_s"), 1.0, 3.0);
   if (!cache_.empty()) settings.set("cache.dir", cache_, "--cache");
+  if (!mixture_.empty()) settings.set("train.mixture", mixture_, "--mixture");
   if (!run_dir_.empty()) settings.set("train.run_dir", run_dir_, "--run-dir");
   if (steps_ >= 0) settings.set("train.steps", std::to_string(steps_), "--steps");
   runtime::TrainOptions options;

@@ -28,7 +28,7 @@ class TrainCommand {
  private:
   CLI::App* command_ = nullptr;
   ConfigOptions config_;
-  std::string cache_, run_dir_;
+  std::string cache_, mixture_, run_dir_;
   long long steps_ = -1;
   bool resume_ = false;
   bool overwrite_ = false;

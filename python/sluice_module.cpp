@@ -424,6 +424,8 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
         d["validation_every"] = i.validation_every;
         d["validation_samples"] = i.validation_samples;
         d["compute_threads"] = i.compute_threads;
+        d["corpora"] = i.corpora;
+        d["corpus_starts"] = i.corpus_starts;
         d["mpi_rank"] = s.rank();
         d["mpi_size"] = s.size();
         d["host"] = s.host();

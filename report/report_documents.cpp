@@ -169,6 +169,21 @@ void padding_section(ReportDocument& doc, const json& padding) {
   table.total_row = {"**all**", "", "", "", std::to_string(t.value("batches", 0)),
                      percent(t.value("frame_efficiency", 1.0)), percent(t.value("token_efficiency", 1.0))};
   doc.table(std::move(table));
+  // train.mixture: what each cache makes of the epoch (padding_summary.h, "corpora").
+  const json corpora = padding.value("corpora", json::array());
+  if (!corpora.empty()) {
+    doc.heading("Corpora (train.mixture; epoch 0's planned batches)", 3);
+    DocumentTable shares{{"corpus", "cache", "weight", "samples", "share of samples", "share of padding",
+                          "share of input time", "real/padded frames"},
+                         numbers_after(2, 8), {}, {}};
+    for (const auto& c : corpora) {
+      shares.rows.push_back({std::to_string(c.value("corpus", 0)), markdown_literal(c.value("dir", std::string())),
+                             fmt::format("{:g}", c.value("weight", 1.0)), std::to_string(c.value("samples", int64_t{0})),
+                             percent(c.value("sample_share", 0.0)), percent(c.value("padding_share", 0.0)),
+                             percent(c.value("frame_share", 0.0)), percent(c.value("frame_efficiency", 1.0))});
+    }
+    doc.table(std::move(shares));
+  }
   // No sample is left out (batch_plan.h, "Remainder"): say where the remainder went.
   const json remainder = padding.value("remainder", json::object());
   if (remainder.contains("spilled")) {
@@ -181,6 +196,45 @@ void padding_section(ReportDocument& doc, const json& padding) {
     }
     doc.paragraph(std::move(text));
   }
+}
+
+// The validation passes (RUN_DIR/ranks/rank-N.json), with a column per cache of a mixture.
+void validation_section(ReportDocument& doc, const json& validation, const json& padding) {
+  if (!validation.is_object()) return;
+  const json passes = validation.value("passes", json::array());
+  if (passes.empty()) return;
+  const json corpora = padding.is_object() ? padding.value("corpora", json::array()) : json::array();
+  size_t per_corpus = 0;
+  for (const auto& pass : passes) per_corpus = std::max(per_corpus, pass.value("corpora", json::array()).size());
+  doc.heading("Validation loss");
+  DocumentTable table{{"global step", "loss"}, numbers_after(0, 2 + per_corpus), {}, {}};
+  for (size_t c = 0; c < per_corpus; ++c) {
+    const std::string name = c < corpora.size() ? corpora[c].value("dir", std::string()) : std::string();
+    table.header.push_back("corpus " + std::to_string(c) + (name.empty() ? "" : " " + markdown_literal(name)));
+  }
+  const auto loss_text = [](const json& value) {
+    return value.is_number() ? fmt::format("{:.4f}", value.get<double>()) : std::string("-");
+  };
+  // A long run validates often: the first pass and the last ten (report.json has every one).
+  constexpr size_t kLastPasses = 10;
+  for (size_t i = 0; i < passes.size(); ++i) {
+    if (i > 0 && i + kLastPasses < passes.size()) continue;
+    const json& pass = passes[i];
+    std::vector<std::string> row = {std::to_string(pass.value("global_step", int64_t{0})),
+                                    loss_text(pass.value("loss", json()))};
+    const json losses = pass.value("corpora", json::array());
+    for (size_t c = 0; c < per_corpus; ++c) row.push_back(c < losses.size() ? loss_text(losses[c]) : "-");
+    table.rows.push_back(std::move(row));
+  }
+  doc.table(std::move(table));
+  doc.paragraph(fmt::format("{}Model rank {}'s record (RUN_DIR/ranks/rank-{}.json; every model rank all-reduces the "
+                            "same loss){}.",
+                            passes.size() > kLastPasses + 1
+                                ? fmt::format("{} passes: the first and the last {} (report.json has all). ",
+                                              passes.size(), kLastPasses)
+                                : std::string(),
+                            validation.value("rank", 0), validation.value("rank", 0),
+                            per_corpus > 0 ? "; a corpus column is that cache's validation samples alone" : ""));
 }
 
 // `feed`: whether the ranks exchanged batches (a train run), whose causality was checked.
@@ -571,6 +625,7 @@ StreamedJson train_report_json(const TrainAnalysis& a, const std::vector<StallVe
   document.arrays["data_ranks"] = {a.data_ranks.size(), [&a](size_t i) { return data_rank_json(a.data_ranks[i]); }};
   document.arrays["cpu"] = {a.cpu.size(), [&a](size_t i) { return a.cpu[i].to_json(); }};
   j["padding"] = a.padding;
+  j["validation"] = a.validation;
   if (!a.restarts.is_null()) j["restarts"] = a.restarts;  // only a supervised run has one
   j["clock"] = clock_json(a.clock);
   document.objects["hang"] = hang_json(a.hang);
@@ -594,6 +649,7 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   data_rank_section(doc, a);
   cpu_section(doc, a.cpu);
   padding_section(doc, a.padding);
+  validation_section(doc, a.validation, a.padding);
   restart_section(doc, a.restarts);
   clock_section(doc, a.clock);
   fate_section(doc, a.hang);

@@ -280,6 +280,10 @@ struct TrainAnalysis {
   // RUN_DIR/padding.json ("sluice-padding/1", runtime/train/padding_summary.h): the padding of the
   // planned batches per bucket; null when the run did not write one. Set by the caller.
   nlohmann::json padding;
+  // The validation passes of the run's first model rank with any (RUN_DIR/ranks/rank-N.json
+  // "validation": {global_step, loss, and with train.mixture "corpora", each cache's mean loss}),
+  // as {rank, passes}; null when no rank file has one. Set by the caller.
+  nlohmann::json validation;
   // RUN_DIR/restarts.json ("sluice-restarts/1", supervisor/supervisor.h): the in-job restarts of
   // this run; null when it was not supervised. Set by the caller.
   nlohmann::json restarts;

@@ -52,6 +52,32 @@ nlohmann::json padding_of(const fs::path& run_dir) {
   }
 }
 
+// The validation passes of the lowest rank whose RUN_DIR/ranks/rank-N.json has any (the model
+// ranks all-reduce the loss, so every model rank records the same), null when none does: the rank
+// files are written at the run's end and may be missing (a failed run) or unreadable here.
+nlohmann::json validation_of(const fs::path& run_dir) {
+  std::map<int, fs::path> files;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(run_dir / "ranks", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || entry.path().extension() != ".json") continue;
+    try {
+      files[std::stoi(name.substr(5))] = entry.path();
+    } catch (const std::exception&) {
+    }
+  }
+  for (const auto& [rank, file] : files) {
+    try {
+      const nlohmann::json stats = nlohmann::json::parse(read_file(file));
+      const nlohmann::json passes = stats.value("validation", nlohmann::json::array());
+      if (passes.is_array() && !passes.empty()) return {{"rank", rank}, {"passes", passes}};
+    } catch (const std::exception&) {
+      // A rank file being written or damaged: the report is about the timelines; skip it.
+    }
+  }
+  return nullptr;
+}
+
 // RUN_DIR/restarts.json (written by `sluice supervise`), null when absent. Read while the
 // supervisor may rewrite it: it writes atomically, so a reader sees a whole file.
 nlohmann::json restarts_of(const fs::path& run_dir) {
@@ -86,6 +112,7 @@ std::string train_report(const fs::path& run_dir, const TimelineSource& source, 
   TrainAnalysis analysis = analyze_train(source);
   analysis.padding = padding_of(run_dir);
   analysis.restarts = restarts_of(run_dir);
+  analysis.validation = validation_of(run_dir);
   for (const auto& [file, why] : ignored) analysis.ignored_timelines.push_back(file + ": " + why);
   const auto verdicts = train_verdicts(analysis);
   const TraceSelection selection = choose_trace(analysis, named_ranks(verdicts));

@@ -110,7 +110,8 @@ config::Schema build_schema() {
               "run directory: checkpoints, timings, report, effective config"});
   schema.add({"train.epochs", ValueType::integer, "1",
               "epochs to train (ignored when train.steps > 0); each trains every sample once, but for fewer than "
-              "the model ranks deferred to the next epoch (after the last: past the run's end)",
+              "the model ranks deferred to the next epoch (after the last: past the run's end); with train.mixture, "
+              "WEIGHT x each cache's samples",
               {}, 1, 1000000});
   schema.add({"train.steps", ValueType::integer, "0",
               "global steps to train; 0 = train.epochs full epochs", {}, 0, 1LL << 40});
@@ -127,6 +128,13 @@ config::Schema build_schema() {
   schema.add({"train.pad_multiple", ValueType::integer, "8",
               "padded lengths are rounded up to a multiple of this", {}, 1, 4096});
   schema.add({"train.seed", ValueType::integer, "1234", "seed of the shuffle, the model init and dropout"});
+  schema.add({"train.mixture", ValueType::string, "",
+              "several caches in one run: comma-separated DIR:WEIGHT (weight 1 when left out), replacing cache.dir; "
+              "an epoch trains WEIGHT x a cache's samples of each (docs/architecture.md); empty = cache.dir alone"});
+  schema.add({"train.mixture_temperature", ValueType::number, "1",
+              "a of train.mixture: each cache's share of an epoch is proportional to (WEIGHT x samples)^a; 1 = the "
+              "weights as given, below 1 flattens toward small caches",
+              {}, 0.01, 10});
   schema.add({"train.validation_fraction", ValueType::number, "0.05",
               "share of the cache held out for validation (by hashed sample id)", {}, 0, 0.9});
   schema.add({"train.validation_seed", ValueType::integer, "17",

@@ -16,6 +16,7 @@ slot from the data rank until it is freed, so it never shows another batch's byt
 rank reads ahead one batch less meanwhile: .clone() what you keep longer (docs/python.md).
 """
 import atexit
+import bisect
 import contextlib
 import os
 import sys
@@ -76,16 +77,18 @@ class Batch:
 
     tokens int32 [B, T] (0 = padding), token_lens int32 [B], mels float32 [B, F, n_mels]
     (normalised as the config says; 0 = padding), mel_lens int32 [B], indices int64 [B] (cache
-    sample indices). global_step, epoch, step (within the epoch), size (B).
+    sample indices). global_step, epoch, step (within the epoch), size (B). corpus: int64 [B],
+    the position of each sample's cache in Feed.corpora (train.mixture; all 0 for one cache).
     Its attributes are given until the feed hands out the next batch; a tensor taken before
     stays valid, and holds the slot, for as long as it is referenced.
     """
 
-    __slots__ = ("_handle", "_tensors", "global_step", "epoch", "step", "size")
+    __slots__ = ("_handle", "_tensors", "_corpus_starts", "global_step", "epoch", "step", "size")
 
-    def __init__(self, handle):
+    def __init__(self, handle, corpus_starts=(0,)):
         self._handle = handle
         self._tensors = {}
+        self._corpus_starts = corpus_starts
         self.global_step, self.epoch, self.step, self.size = handle.global_step, handle.epoch, handle.step, handle.size
 
     def dlpack(self, name):
@@ -108,6 +111,15 @@ class Batch:
     mels = property(lambda self: self._tensor("mels"))
     mel_lens = property(lambda self: self._tensor("mel_lens"))
     indices = property(lambda self: self._tensor("indices"))
+
+    @property
+    def corpus(self):
+        tensor = self._tensors.get("corpus")
+        if tensor is None:
+            starts = self._corpus_starts
+            corpora = [bisect.bisect_right(starts, int(i)) - 1 for i in self.indices.tolist()]
+            tensor = self._tensors["corpus"] = _torch().tensor(corpora, dtype=_torch().int64)
+        return tensor
 
 
 class Feed:
@@ -137,6 +149,8 @@ class Feed:
         self.validation_every = info["validation_every"]      # train.validation_every (0: only at the end)
         self.validation_samples = info["validation_samples"]  # this rank's share of the validation split
         self.compute_threads = info["compute_threads"]  # this rank's share of the node's cores
+        self.corpora = list(info["corpora"])  # the caches trained on (train.mixture's, or cache.dir)
+        self.corpus_starts = tuple(info["corpus_starts"])  # where each one's cache indices begin
         global _torch_threads
         _torch_threads = self.compute_threads
         if "torch" in sys.modules:  # the script has torch already: its pool gets the share now
@@ -205,7 +219,7 @@ class Feed:
         handle = self._handle.next()
         if handle is None:
             raise StopIteration
-        self._batch = Batch(handle)
+        self._batch = Batch(handle, self.corpus_starts)
         return self._batch
 
     def epochs(self):
@@ -271,7 +285,7 @@ class Feed:
                 handle = self._handle.next_validation()
                 if handle is None:
                     return
-                batch = Batch(handle)
+                batch = Batch(handle, self.corpus_starts)
                 yield batch
         finally:
             self._handle.end_validation()

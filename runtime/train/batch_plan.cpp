@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 
@@ -90,6 +92,21 @@ void check_config(const BatchPlanConfig& config, int model_ranks) {
                         ") is not above the one before; the edges are mel frame counts, positive "
                         "and strictly increasing, e.g. [200, 400, 800]");
     }
+  }
+  for (size_t c = 0; c < config.mixture.size(); ++c) {
+    const MixtureCorpus& corpus = config.mixture[c];
+    if (!(corpus.weight > 0.0 && corpus.weight <= 1000.0)) {
+      throw ConfigError("train.mixture: corpus " + std::to_string(c) + " has weight " + std::to_string(corpus.weight) +
+                        " (a weight is above 0 and at most 1000, e.g. \"cacheA:1, cacheB:0.5\")");
+    }
+    if (c > 0 && corpus.first_index <= config.mixture[c - 1].first_index) {
+      internal_error("train.mixture: corpus " + std::to_string(c) + " begins at cache index " +
+                     std::to_string(corpus.first_index) + ", not after the one before it");
+    }
+  }
+  if (!config.mixture.empty() && !(config.mixture_temperature > 0.0 && config.mixture_temperature <= 10.0)) {
+    throw ConfigError("train.mixture_temperature = " + std::to_string(config.mixture_temperature) +
+                      " must be above 0 and at most 10 (1 keeps the weights as given; 0.5 flattens them)");
   }
   if (model_ranks < 1) {
     throw ConfigError("batch plan for " + std::to_string(model_ranks) +
@@ -217,6 +234,17 @@ std::string plan_fingerprint(const std::vector<PlanSample>& samples,
   fingerprint.add("seed", static_cast<int64_t>(config.seed));
   fingerprint.add("pad_multiple", config.pad_multiple).add("model_ranks", model_ranks);
   fingerprint.add("samples", static_cast<int64_t>(samples.size()));
+  if (!config.mixture.empty()) {  // absent for one cache, so that its fingerprint is what it was
+    std::string mixture;
+    for (const MixtureCorpus& corpus : config.mixture) {
+      char weight[64];
+      std::snprintf(weight, sizeof weight, "%a", corpus.weight);  // exact
+      mixture += std::to_string(corpus.first_index) + ":" + weight + ",";
+    }
+    char temperature[64];
+    std::snprintf(temperature, sizeof temperature, "%a", config.mixture_temperature);
+    fingerprint.add("mixture", mixture).add("mixture_temperature", std::string(temperature));
+  }
   // One label for the whole table, as bytes (host order: ranks of one job share it); a
   // field-by-field add would cost three hash calls per sample.
   constexpr size_t kRow = 16;  // index int64, n_frames int32, n_tokens int32
@@ -277,6 +305,145 @@ uint64_t epoch_seed(uint64_t seed, int64_t epoch, const std::vector<EpochSegment
 
 }  // namespace
 
+bool operator==(const MixtureCorpus& a, const MixtureCorpus& b) {
+  return a.first_index == b.first_index && a.weight == b.weight;
+}
+
+std::vector<int64_t> mixture_quotas(const std::vector<int64_t>& corpus_samples, const BatchPlanConfig& config) {
+  const size_t n = corpus_samples.size();
+  std::vector<double> mass(n, 0.0);  // w_c x n_c: samples per epoch at temperature 1
+  double total = 0.0;
+  for (size_t c = 0; c < n; ++c) {
+    mass[c] = config.mixture.at(c).weight * static_cast<double>(corpus_samples[c]);
+    total += mass[c];
+  }
+  std::vector<double> share = mass;
+  if (config.mixture_temperature != 1.0) {
+    // The same samples per epoch in all, shared out as (w_c x n_c)^a: a < 1 flattens the mixture
+    // (a small corpus is seen more often), as multilingual models sample their languages.
+    double tempered = 0.0;
+    for (size_t c = 0; c < n; ++c) {
+      share[c] = mass[c] > 0.0 ? std::pow(mass[c], config.mixture_temperature) : 0.0;
+      tempered += share[c];
+    }
+    for (size_t c = 0; c < n; ++c) share[c] = tempered > 0.0 ? total * share[c] / tempered : 0.0;
+  }
+  std::vector<int64_t> quotas(n, 0);
+  for (size_t c = 0; c < n; ++c) {
+    if (share[c] > 1000.0 * static_cast<double>(corpus_samples[c])) {
+      throw ConfigError("train.mixture: corpus " + std::to_string(c) + " would be trained " +
+                        std::to_string(share[c] / static_cast<double>(corpus_samples[c])) +
+                        " times per epoch (at most 1000): raise train.mixture_temperature or its weight");
+    }
+    quotas[c] = std::llround(share[c] * static_cast<double>(kMixtureQuotaUnit));
+  }
+  return quotas;
+}
+
+// The owed copies of a mixture's epochs (see the header): one per cycle position of each corpus
+// in the epoch's range.
+struct BatchPlan::MixtureCounting {
+  std::vector<std::pair<size_t, size_t>> ranges;  // each corpus's positions [first, end) in the sorted split
+  std::vector<int64_t> quotas;                    // mixture_quotas()
+  uint64_t seed = 0;
+  std::vector<int32_t> bucket_of;  // bucket of each sorted position (whole_epoch())
+  size_t n_buckets = 0;
+
+  MixtureCounting(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config) : seed(config.seed) {
+    std::vector<int64_t> sizes;
+    for (size_t c = 0; c < config.mixture.size(); ++c) {
+      const auto at = [&](int64_t index) {
+        return static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), index,
+                                                    [](const PlanSample& s, int64_t i) { return s.index < i; }) -
+                                   sorted.begin());
+      };
+      const size_t first = at(config.mixture[c].first_index);
+      const size_t end = c + 1 < config.mixture.size() ? at(config.mixture[c + 1].first_index) : sorted.size();
+      ranges.emplace_back(first, end);
+      sizes.push_back(static_cast<int64_t>(end - first));
+    }
+    if (!ranges.empty() && ranges.front().first > 0) {
+      internal_error("the mixture's first corpus begins at index " + std::to_string(config.mixture.front().first_index) +
+                     ", after some of the split's samples");
+    }
+    quotas = mixture_quotas(sizes, config);
+  }
+
+  // floor(epoch x quota / unit) without overflow: the quota's whole samples and its fraction apart.
+  static int64_t epoch_begin(int64_t epoch, int64_t quota) {
+    return epoch * (quota / kMixtureQuotaUnit) + epoch * (quota % kMixtureQuotaUnit) / kMixtureQuotaUnit;
+  }
+
+  // Cycle `number` of corpus c: its sorted positions in a permutation seeded from (seed, c, number),
+  // shuffled as the plan shuffles (written out, the same everywhere). The latest cycle of each
+  // corpus is kept: epochs walk the cycles in order, so each is shuffled about once.
+  std::shared_ptr<const std::vector<size_t>> cycle(size_t c, int64_t number) const {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    if (latest.size() != ranges.size()) latest.assign(ranges.size(), {-1, nullptr});
+    if (latest[c].first == number) return latest[c].second;
+    auto positions = std::make_shared<std::vector<size_t>>(ranges[c].second - ranges[c].first);
+    std::iota(positions->begin(), positions->end(), ranges[c].first);
+    std::mt19937_64 engine(splitmix64(splitmix64(splitmix64(seed ^ 0x6d69787475726531ULL) ^ c) ^
+                                      static_cast<uint64_t>(number)));
+    shuffle(*positions, engine);
+    latest[c] = {number, positions};
+    return positions;
+  }
+
+  // Every owed copy of `epoch`: visit(corpus, sorted position), cycle position k of each corpus
+  // in [epoch_begin(epoch), epoch_begin(epoch + 1)).
+  template <typename Visit>
+  void for_each_owed(int64_t epoch, Visit&& visit) const {
+    for (size_t c = 0; c < ranges.size(); ++c) {
+      const auto n = static_cast<int64_t>(ranges[c].second - ranges[c].first);
+      if (n == 0) continue;
+      const int64_t hi = epoch_begin(epoch + 1, quotas[c]);
+      for (int64_t k = epoch_begin(epoch, quotas[c]); k < hi;) {
+        const auto positions = cycle(c, k / n);
+        const int64_t end = std::min(hi, (k / n + 1) * n);
+        for (; k < end; ++k) visit(c, (*positions)[static_cast<size_t>(k % n)]);
+      }
+    }
+  }
+
+  // Once the buckets are known: each corpus's samples per bucket (a whole cycle's counts).
+  void set_buckets(std::vector<int32_t> bucket_of_position, size_t buckets) {
+    bucket_of = std::move(bucket_of_position);
+    n_buckets = buckets;
+    whole_cycle.assign(ranges.size(), std::vector<int64_t>(buckets, 0));
+    for (size_t c = 0; c < ranges.size(); ++c) {
+      for (size_t i = ranges[c].first; i < ranges[c].second; ++i) ++whole_cycle[c][static_cast<size_t>(bucket_of[i])];
+    }
+  }
+
+  // The owed copies of `epoch` per bucket, without dealing them: a whole cycle adds its corpus's
+  // counts (O(buckets): PlanSchedule counts every epoch of a run this way), a part of one is
+  // counted from its permutation.
+  std::vector<int64_t> per_bucket(int64_t epoch) const {
+    std::vector<int64_t> counts(n_buckets, 0);
+    for (size_t c = 0; c < ranges.size(); ++c) {
+      const auto n = static_cast<int64_t>(ranges[c].second - ranges[c].first);
+      if (n == 0) continue;
+      const int64_t hi = epoch_begin(epoch + 1, quotas[c]);
+      for (int64_t k = epoch_begin(epoch, quotas[c]); k < hi;) {
+        const int64_t end = std::min(hi, (k / n + 1) * n);
+        if (k % n == 0 && end - k == n) {
+          for (size_t b = 0; b < n_buckets; ++b) counts[b] += whole_cycle[c][b];
+          k = end;
+          continue;
+        }
+        const auto positions = cycle(c, k / n);
+        for (; k < end; ++k) ++counts[static_cast<size_t>(bucket_of[(*positions)[static_cast<size_t>(k % n)]])];
+      }
+    }
+    return counts;
+  }
+
+  std::vector<std::vector<int64_t>> whole_cycle;  // per corpus, per bucket
+  mutable std::mutex cache_mutex;
+  mutable std::vector<std::pair<int64_t, std::shared_ptr<const std::vector<size_t>>>> latest;
+};
+
 bool operator==(const EpochSegment& a, const EpochSegment& b) {
   return a.model_ranks == b.model_ranks && a.steps == b.steps;
 }
@@ -319,7 +486,7 @@ BatchPlan BatchPlan::build_rest(const std::vector<PlanSample>& samples, const Ba
   if (epoch < 0) internal_error("epoch " + std::to_string(epoch) + " is negative");
   const std::vector<PlanSample> sorted = sorted_split(samples);
   const std::vector<size_t> carried_at = carried_positions(sorted, carried);
-  std::vector<uint8_t> trained(sorted.size(), 0);  // copies trained, by position in `sorted`
+  std::vector<uint16_t> trained(sorted.size(), 0);  // copies trained, by position in `sorted`
   const auto position_of = [&](int64_t index) {
     const auto it = std::lower_bound(sorted.begin(), sorted.end(), index,
                                      [](const PlanSample& s, int64_t i) { return s.index < i; });
@@ -346,7 +513,7 @@ BatchPlan BatchPlan::build_rest(const std::vector<PlanSample>& samples, const Ba
   BatchPlan rest = deal(sorted, config, model_ranks, epoch, earlier, carried_at, trained);
   rest.earlier_ = earlier;
   for (size_t i = 0; i < sorted.size(); ++i) {
-    for (uint8_t t = 0; t < trained[i]; ++t) rest.trained_earlier_.push_back(sorted[i].index);
+    for (uint16_t t = 0; t < trained[i]; ++t) rest.trained_earlier_.push_back(sorted[i].index);
   }
   return rest;
 }
@@ -358,7 +525,7 @@ std::string BatchPlan::fingerprint_of(const std::vector<PlanSample>& samples, co
 
 BatchPlan BatchPlan::deal(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config, int model_ranks,
                           int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<size_t>& carried,
-                          const std::vector<uint8_t>& trained) {
+                          const std::vector<uint16_t>& trained) {
   // The buckets and shapes of the whole split, so that a rest plan pads as the full one does.
   std::vector<Bucket> buckets = make_buckets(sorted, config, model_ranks);
 
@@ -368,20 +535,40 @@ BatchPlan BatchPlan::deal(const std::vector<PlanSample>& sorted, const BatchPlan
   plan.frame_budget_ = config.frame_budget;
   plan.fingerprint_ = plan_fingerprint(sorted, config, model_ranks);
   for (size_t position : carried) plan.carried_.push_back(sorted[position].index);
-  for (const Bucket& bucket : buckets) plan.split_per_bucket_.push_back(bucket.shape.samples);
 
   // Copies owed: carried ones first (a trained copy pays a carried one before the epoch's own).
-  std::vector<uint8_t> carried_owed(sorted.size(), 0);
+  std::vector<uint16_t> carried_owed(sorted.size(), 0);
   for (size_t position : carried) ++carried_owed[position];
-  std::vector<uint8_t> own_owed(sorted.size(), 1);
+  std::vector<uint16_t> own_owed(sorted.size(), 1);
+  plan.owed_ = static_cast<int64_t>(sorted.size());
+  if (!config.mixture.empty()) {
+    auto counting = std::make_shared<MixtureCounting>(sorted, config);
+    std::vector<int32_t> bucket_of(sorted.size(), 0);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (size_t i : buckets[b].members) bucket_of[i] = static_cast<int32_t>(b);
+    }
+    counting->set_buckets(std::move(bucket_of), buckets.size());
+    std::fill(own_owed.begin(), own_owed.end(), 0);
+    plan.owed_per_corpus_.assign(config.mixture.size(), 0);
+    counting->for_each_owed(epoch, [&](size_t corpus, size_t position) {
+      ++own_owed[position];
+      ++plan.owed_per_corpus_[corpus];
+    });
+    plan.owed_ = 0;
+    for (int64_t n : plan.owed_per_corpus_) plan.owed_ += n;
+    plan.split_per_bucket_ = counting->per_bucket(epoch);
+    plan.mixture_ = std::move(counting);
+  } else {
+    for (const Bucket& bucket : buckets) plan.split_per_bucket_.push_back(bucket.shape.samples);
+  }
   if (!trained.empty()) {
     for (size_t i = 0; i < sorted.size(); ++i) {
-      if (trained[i] > carried_owed[i] + 1) {
+      if (trained[i] > carried_owed[i] + own_owed[i]) {
         internal_error("sample " + std::to_string(sorted[i].index) + " was trained more often than it was owed");
       }
-      const uint8_t paid = std::min(trained[i], carried_owed[i]);
-      carried_owed[i] = static_cast<uint8_t>(carried_owed[i] - paid);
-      own_owed[i] = static_cast<uint8_t>(own_owed[i] - (trained[i] - paid));
+      const uint16_t paid = std::min(trained[i], carried_owed[i]);
+      carried_owed[i] = static_cast<uint16_t>(carried_owed[i] - paid);
+      own_owed[i] = static_cast<uint16_t>(own_owed[i] - (trained[i] - paid));
     }
   }
 
@@ -409,7 +596,7 @@ BatchPlan BatchPlan::deal(const std::vector<PlanSample>& sorted, const BatchPlan
     order[b].insert(order[b].end(), spilled_in.begin(), spilled_in.end());
     std::vector<int64_t> own;
     for (size_t i : bucket.members) {
-      if (own_owed[i] > 0) own.push_back(sorted[i].index);
+      for (uint16_t copy = 0; copy < own_owed[i]; ++copy) own.push_back(sorted[i].index);
     }
     shuffle(own, engine);
     order[b].insert(order[b].end(), own.begin(), own.end());
@@ -464,13 +651,16 @@ int64_t BatchPlan::spilled_samples() const {
   return spilled;
 }
 
-EpochCounts BatchPlan::whole_epoch(int64_t carried) const {
+EpochCounts BatchPlan::whole_epoch(int64_t carried, int64_t epoch) const {
   // deal()'s arithmetic on counts: the same cuts, without the samples.
+  // (A mixture's epochs owe other copies: the same buckets, that epoch's counts.)
+  const std::vector<int64_t> per_bucket =
+      mixture_ && epoch >= 0 && epoch != epoch_ ? mixture_->per_bucket(epoch) : split_per_bucket_;
   EpochCounts counts;
   int64_t spilled = 0;
-  for (size_t b = 0; b < split_per_bucket_.size(); ++b) {
+  for (size_t b = 0; b < per_bucket.size(); ++b) {
     const int64_t group = int64_t{buckets_[b].batch_size} * model_ranks_;
-    const int64_t pool = split_per_bucket_[b] + spilled + (b + 1 == split_per_bucket_.size() ? carried : 0);
+    const int64_t pool = per_bucket[b] + spilled + (b + 1 == per_bucket.size() ? carried : 0);
     counts.steps += pool / group;
     spilled = pool % group;
   }

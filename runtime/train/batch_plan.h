@@ -73,10 +73,25 @@
 // needs a global order that does not depend on the rank count (canonical nodes a multiple of the
 // physical ones); here any count works, because the order is rebuilt rather than sliced.
 //
+// Mixture (train.mixture: several caches in one run, docs/architecture.md "An epoch of a mixture").
+// The caches share one index space (CacheReader::open_mixture): corpus c holds the indices
+// [first_index(c), first_index(c + 1)). Without a mixture an epoch owes every sample of the split
+// once. With one, corpus c's training samples (n_c of them) are walked in a cycle: a permutation
+// of them seeded from (train.seed, c, cycle number), then another, and so on; epoch e owes the
+// cycle positions [floor(e x m_c), floor((e + 1) x m_c)), m_c being the corpus's samples per epoch
+// (mixture_quotas(): w_c x n_c, or with train.mixture_temperature a != 1 the same total shared out
+// as (w_c x n_c)^a). So every sample of a corpus is trained once per n_c / m_c epochs, a corpus with
+// weight 2 is seen twice per epoch (each sample once per cycle, two cycles per epoch), 0.5 every
+// other epoch; the positions are integers computed in 1/65536 of a sample, so every rank and rerun
+// picks the same ones. The owed copies are then dealt exactly as a plain epoch's (buckets from the
+// whole split, spill, tail, carry), so the shapes stay those of the whole split. A one-cache run
+// has no mixture and its plan is exactly as before.
+//
 // Errors: settings that cannot make a plan are ConfigError naming the `train.` key to change;
 // malformed samples (duplicate index, n_frames < 1) are DataError.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -97,6 +112,13 @@ struct PlanSample {
   int32_t n_tokens = 0;
 };
 
+// One cache of a mixture: where its indices begin and its train.mixture weight.
+struct MixtureCorpus {
+  int64_t first_index = 0;  // cache indices [first_index, the next corpus's first_index)
+  double weight = 1.0;      // > 0
+};
+bool operator==(const MixtureCorpus& a, const MixtureCorpus& b);
+
 // The `train.` settings that shape the plan (defaults are the schema's).
 struct BatchPlanConfig {
   std::vector<int32_t> bucket_edges;  // train.bucket_edges: frames, increasing; empty = quantiles
@@ -105,7 +127,14 @@ struct BatchPlanConfig {
   int64_t frame_budget = 0;           // train.frame_budget: padded frames per batch; > 0 wins
   uint64_t seed = 1234;               // train.seed: the shuffle's seed (with the epoch)
   int pad_multiple = 8;               // train.pad_multiple: padded lengths are multiples of it
+  std::vector<MixtureCorpus> mixture;  // train.mixture: empty = one cache, every sample once an epoch
+  double mixture_temperature = 1.0;    // train.mixture_temperature: a in (w_c x n_c)^a
 };
+
+// A mixture's samples per epoch of each corpus, in 1/65536 of a sample (m_c above), for a split
+// with `corpus_samples[c]` training samples in corpus c. Pure; the same on every platform.
+std::vector<int64_t> mixture_quotas(const std::vector<int64_t>& corpus_samples, const BatchPlanConfig& config);
+inline constexpr int64_t kMixtureQuotaUnit = 65536;
 
 // One bucket; every batch drawn from it is padded to [batch_size, max_frames] mels and
 // [batch_size, max_tokens] tokens.
@@ -186,7 +215,12 @@ class BatchPlan {
   int64_t spilled_samples() const;
   // The counts of a whole epoch of this plan's split, settings and model ranks with `carried`
   // samples carried in, without building it (O(buckets)).
-  EpochCounts whole_epoch(int64_t carried) const;
+  // A mixture's epochs owe different samples: `epoch` says which (ignored without a mixture).
+  EpochCounts whole_epoch(int64_t carried, int64_t epoch = -1) const;  // -1: this plan's epoch
+  // The copies this epoch owes of the split's samples (one each without a mixture; build_rest():
+  // the whole epoch's, trained or not), and how many of them come from each corpus of the mixture.
+  int64_t owed_samples() const { return owed_; }
+  const std::vector<int64_t>& owed_per_corpus() const { return owed_per_corpus_; }
   // build_rest(): the segments this plan continues after, and the samples they trained (sorted;
   // a sample twice when both its copies were).
   const std::vector<EpochSegment>& earlier() const { return earlier_; }
@@ -211,7 +245,7 @@ class BatchPlan {
   // `model_ranks` with the shuffle of (seed, epoch, earlier).
   static BatchPlan deal(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config, int model_ranks,
                         int64_t epoch, const std::vector<EpochSegment>& earlier, const std::vector<size_t>& carried,
-                        const std::vector<uint8_t>& trained);
+                        const std::vector<uint16_t>& trained);
 
   int64_t epoch_ = 0;
   int model_ranks_ = 1;
@@ -222,6 +256,12 @@ class BatchPlan {
   std::vector<int64_t> deferred_;
   std::vector<int64_t> carried_;
   std::vector<int64_t> split_per_bucket_;  // the split's own samples per bucket (whole_epoch())
+  int64_t owed_ = 0;
+  std::vector<int64_t> owed_per_corpus_;
+  // A mixture's whole_epoch() needs the owed copies of any epoch: the split, settings and the
+  // bucket of every split position (shared by the plans of one schedule's epochs).
+  struct MixtureCounting;
+  std::shared_ptr<const MixtureCounting> mixture_;
   std::vector<EpochSegment> earlier_;
   std::vector<int64_t> trained_earlier_;
   std::string fingerprint_;

@@ -144,6 +144,11 @@ class BatchStream {
   // a finished run validates once more).
   bool validation_due(int64_t done) const;
   size_t validation_samples() const { return validation_indices_.size(); }
+  // train.mixture: a validation batch never mixes caches, so its loss is one corpus's; the corpus
+  // of the batch handed out last (0 for one cache), and how many there are. A pass's record
+  // ("validation" of the rank's stats) then has "corpora": each corpus's mean loss (null: none).
+  size_t validation_corpus() const { return validation_corpus_; }
+  size_t corpora() const { return corpus_starts_.size(); }
 
   // Ends the stream: gives the current slot back and, when the run did not reach its end, shuts
   // the channel (the data rank stops sending). Makes no agreement. Idempotent.
@@ -213,6 +218,9 @@ class BatchStream {
   int64_t validation_batch_size_ = 0;  // of the batch handed out last
   double validation_loss_sum_ = 0;     // reported loss x samples since the last agreement
   double validation_samples_ = 0;
+  std::vector<int64_t> corpus_starts_;       // each cache's first index (CacheReader::first_index)
+  size_t validation_corpus_ = 0;
+  std::vector<double> validation_corpus_sums_;  // per corpus: loss x samples, samples
   std::unique_ptr<BatchAssembler> validation_assembler_;
   std::unique_ptr<model::FeatureTransform> validation_normalizer_;
   // The validation batch's bytes, owned by its lease (LEASES): a new buffer when a kept tensor

@@ -103,6 +103,14 @@ json cache_record(const json& manifest, const fs::path& cache_dir) {
     record["vocabulary"] = {{"version", vocabulary.value("version", std::string())},
                             {"size", vocabulary["symbols"].size()}};
   }
+  if (manifest.contains("mixture")) {  // CacheReader::open_mixture(): every cache of train.mixture
+    record["mixture"] = json::array();
+    for (const json& corpus : manifest["mixture"]) {
+      record["mixture"].push_back({{"dir", fs::absolute(corpus.value("dir", std::string())).lexically_normal().string()},
+                                   {"fingerprint", corpus.value("fingerprint", std::string())},
+                                   {"samples", corpus.value("samples", json(0))}});
+    }
+  }
   return record;
 }
 
@@ -115,6 +123,31 @@ void check_resumed_cache(const fs::path& run_dir, const json& record) {
   } catch (const json::exception& error) {
     throw ConfigError("--resume: " + file.string() + " is not JSON (" + error.what() +
                       "); restore it, or start a new run in another --run-dir");
+  }
+  // A mixture is its caches (by fingerprint) and their weights, in order; a changed one would
+  // train other samples from the checkpoint's position on.
+  const auto mixture_of = [](const json& r) {
+    json kept = json::array();
+    for (const json& corpus : r.value("mixture", json::array())) {
+      kept.push_back({corpus.value("fingerprint", std::string()), corpus.value("weight", json(1.0))});
+    }
+    return kept;
+  };
+  const auto describe_mixture = [](const json& r) {
+    if (!r.contains("mixture")) return "the one cache " + r.value("dir", std::string("?"));
+    std::string text = "train.mixture \"";
+    for (const json& corpus : r["mixture"]) {
+      text += (text.back() == '"' ? "" : ", ") + corpus.value("dir", std::string("?")) + ":" +
+              corpus.value("weight", json(1.0)).dump();
+    }
+    return text + "\" (temperature " + r.value("mixture_temperature", json(1.0)).dump() + ")";
+  };
+  if (mixture_of(trained) != mixture_of(record) ||
+      trained.value("mixture_temperature", json(1.0)) != record.value("mixture_temperature", json(1.0))) {
+    throw ConfigError("--resume: the run in " + run_dir.string() + " trained on " + describe_mixture(trained) +
+                      " (recorded in " + file.string() + "), but this run would train on " + describe_mixture(record) +
+                      ": the checkpoint's position names samples of that mixture. Resume with the same train.mixture "
+                      "(caches, order and weights), or start a new run in another --run-dir");
   }
   if (trained.value("fingerprint", std::string()) == record.value("fingerprint", std::string())) return;
   throw ConfigError("--resume: the run in " + run_dir.string() + " trained on the cache in " +

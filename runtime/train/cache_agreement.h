@@ -29,11 +29,14 @@ config::Config agree_with_cache(const config::Config& given, const nlohmann::jso
 // Throws CacheError naming the manifest when it has none.
 int vocabulary_size(const nlohmann::json& manifest, const std::filesystem::path& cache_dir);
 
-// What RUN_DIR/cache.json records of the cache a run trains on.
+// What RUN_DIR/cache.json records of the cache a run trains on; for a mixture
+// (CacheReader::open_mixture's manifest) also "mixture": each cache's dir, fingerprint and sample
+// count (train_job.cpp adds the weights and "mixture_temperature").
 nlohmann::json cache_record(const nlohmann::json& manifest, const std::filesystem::path& cache_dir);
 
 // --resume: throws ConfigError when RUN_DIR/cache.json names a cache with another fingerprint
-// than `record`'s (a run directory written before cache.json existed passes).
+// than `record`'s, or another mixture (caches by fingerprint, order, weights, temperature), naming
+// both (a run directory written before cache.json existed passes).
 void check_resumed_cache(const std::filesystem::path& run_dir, const nlohmann::json& record);
 
 // Writes RUN_DIR/cache.json (atomically; rank 0 only).

@@ -121,6 +121,10 @@ nlohmann::json EmbeddedModelRank::hand_over(const ModelRankParts& parts) {
   info.validation_every = parts.settings.validation_every;
   info.validation_samples = static_cast<int64_t>(stream->validation_samples());
   info.compute_threads = parts.context.compute_threads;
+  for (size_t c = 0; c < parts.reader.corpora(); ++c) {
+    info.corpora.push_back(parts.reader.corpus_dir(c).string());
+    info.corpus_starts.push_back(parts.reader.first_index(c));
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stream_ = std::move(stream);

@@ -49,6 +49,10 @@ struct ModelRankInfo {
   int64_t validation_every = 0;    // train.validation_every (0: only at the end)
   int64_t validation_samples = 0;  // this rank's share of the validation split
   int compute_threads = 1;         // this rank's share of the node's cores (RankContext)
+  // The caches the run trains on (train.mixture's, or cache.dir alone) and where each one's cache
+  // indices begin: a batch's indices say which corpus each sample is from.
+  std::vector<std::string> corpora;
+  std::vector<int64_t> corpus_starts;
 };
 
 class EmbeddedModelRank {

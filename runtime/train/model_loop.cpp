@@ -58,7 +58,8 @@ class ModelLoop {
  private:
   model::StepResult train_step(const StreamBatch& batch);
   model::StepResult train_step_naming_the_batch(const StreamBatch& batch);
-  double mean_validation_loss(int64_t done);
+  // The mean validation loss after `done` steps (and a mixture's per corpus): a "validation" record.
+  json validation_pass(int64_t done);
   void log_progress(int64_t done, const model::StepResult& result);
   void validate_and_checkpoint(int64_t done);
   void save_checkpoint(int64_t done, bool as_span = false);
@@ -158,23 +159,43 @@ json ModelLoop::run() {
 // stops the run as a non-finite training loss does (batch_stream.h, STOP AGREEMENT); NaN without
 // validation samples.
 // The pass, its all-reduce included, is one validation span (the stream's).
-double ModelLoop::mean_validation_loss(int64_t done) {
-  double sums[2] = {0, 0};  // loss x samples, samples
+json ModelLoop::validation_pass(int64_t done) {
+  // loss x samples, samples; then the same per cache of a mixture (the stream's validation
+  // batches never mix caches).
+  const size_t corpora = stream_.corpora() > 1 ? stream_.corpora() : 0;
+  std::vector<double> sums(2 + 2 * corpora, 0.0);
   stream_.start_validation();
   while (const std::optional<StreamBatch> batch = stream_.next_validation()) {
     const double loss = trainer_->validation_loss(view_of(batch->host));
-    sums[0] += loss * static_cast<double>(batch->host.header->batch_size);
-    sums[1] += static_cast<double>(batch->host.header->batch_size);
+    const auto samples = static_cast<double>(batch->host.header->batch_size);
+    sums[0] += loss * samples;
+    sums[1] += samples;
+    if (corpora > 0) {
+      sums[2 + 2 * stream_.validation_corpus()] += loss * samples;
+      sums[3 + 2 * stream_.validation_corpus()] += samples;
+    }
   }
-  float buffer[2] = {static_cast<float>(sums[0]), static_cast<float>(sums[1])};
-  if (reducer_ != nullptr) reducer_->all_reduce_sum(buffer, 2);
+  std::vector<float> buffer(sums.begin(), sums.end());
+  if (reducer_ != nullptr) reducer_->all_reduce_sum(buffer.data(), buffer.size());
   stream_.end_validation();
-  if (buffer[1] <= 0) return std::nan("");
+  json record = {{"global_step", done}};
+  if (buffer[1] <= 0) {
+    record["loss"] = std::nan("");
+    return record;
+  }
   const double mean = static_cast<double>(buffer[0]) / static_cast<double>(buffer[1]);
   if (!std::isfinite(mean)) {
     stream_.stop_on_nonfinite_loss("validation", done - 1, sums[1] > 0 ? sums[0] / sums[1] : 0.0);
   }
-  return mean;
+  record["loss"] = mean;
+  if (corpora > 0) {
+    record["corpora"] = json::array();
+    for (size_t c = 0; c < corpora; ++c) {
+      const float samples = buffer[3 + 2 * c];
+      record["corpora"].push_back(samples > 0 ? json(static_cast<double>(buffer[2 + 2 * c]) / samples) : json(nullptr));
+    }
+  }
+  return record;
 }
 
 // A failed step names its batch: the step, the padded shape and the sample with the longest text
@@ -268,8 +289,9 @@ void ModelLoop::log_progress(int64_t done, const model::StepResult& result) {
 // Between steps (the end of the run validates and checkpoints in finish()).
 void ModelLoop::validate_and_checkpoint(int64_t done) {
   if (stream_.validation_due(done)) {
-    const double loss = mean_validation_loss(done);
-    validations_.push_back({{"global_step", done}, {"loss", loss}});
+    const json record = validation_pass(done);
+    const double loss = record["loss"].get<double>();
+    validations_.push_back(record);
     if (logs_and_checkpoints_) logger()->info("validation loss {:.4f} at step {}", loss, done);
   }
   if (settings_.checkpoint_every > 0 && done % settings_.checkpoint_every == 0 && done != setup_.end_step) {
@@ -312,9 +334,10 @@ void ModelLoop::finish() {
     return;
   }
   context_.finish->still_working();
-  const double final_loss = mean_validation_loss(setup_.end_step);
+  const json record = validation_pass(setup_.end_step);
+  const double final_loss = record["loss"].get<double>();
   context_.finish->still_working();
-  validations_.push_back({{"global_step", setup_.end_step}, {"loss", final_loss}});
+  validations_.push_back(record);
   save_checkpoint(setup_.end_step);
   if (logs_and_checkpoints_) logger()->info("validation loss {:.4f} at step {}; checkpoint written", final_loss, setup_.end_step);
   stream_.close();

@@ -1,5 +1,6 @@
 #include "runtime/train/padding_summary.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "common/error.h"
@@ -50,6 +51,12 @@ PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const B
   std::unordered_map<int64_t, const PlanSample*> by_index;
   for (const auto& s : samples) by_index[s.index] = &s;
   PaddingSummary summary;
+  summary.corpora.resize(config.mixture.size());
+  const auto corpus_of = [&](int64_t index) {
+    const auto after = std::upper_bound(config.mixture.begin(), config.mixture.end(), index,
+                                        [](int64_t i, const MixtureCorpus& c) { return i < c.first_index; });
+    return static_cast<size_t>(std::max<ptrdiff_t>(0, after - config.mixture.begin() - 1));
+  };
   for (size_t b = 0; b < plan.buckets().size(); ++b) summary.buckets.push_back({static_cast<int>(b), plan.buckets()[b], {}});
   for (int64_t step = 0; step < plan.steps(); ++step) {
     for (int r = 0; r < model_ranks; ++r) {
@@ -65,6 +72,14 @@ PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const B
         const PlanSample& s = *by_index.at(index);
         f.real_frames += s.n_frames;
         f.real_tokens += s.n_tokens;
+        if (!summary.corpora.empty()) {
+          PaddingFigures& corpus = summary.corpora[corpus_of(index)];
+          corpus.samples += 1;
+          corpus.real_frames += s.n_frames;
+          corpus.padded_frames += bucket.shape.max_frames;
+          corpus.real_tokens += s.n_tokens;
+          corpus.padded_tokens += bucket.shape.max_tokens;
+        }
       }
     }
   }
@@ -75,8 +90,27 @@ PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const B
 }
 
 json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks,
-                  int64_t deferred_past_end) {
+                  int64_t deferred_past_end, const std::vector<std::string>& corpus_dirs) {
   const PaddingSummary now = summarize_padding(samples, config, model_ranks);
+  json corpora = json::array();
+  PaddingFigures all;
+  for (const PaddingFigures& corpus : now.corpora) all.add(corpus);
+  const auto share = [](int64_t part, int64_t whole) {
+    return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+  };
+  for (size_t c = 0; c < now.corpora.size(); ++c) {
+    const PaddingFigures& f = now.corpora[c];
+    json row = f.to_json();
+    row.erase("batches");
+    row["corpus"] = c;
+    row["dir"] = c < corpus_dirs.size() ? corpus_dirs[c] : std::string();
+    row["weight"] = config.mixture[c].weight;
+    row["padding_frames"] = f.padded_frames - f.real_frames;
+    row["sample_share"] = share(f.samples, all.samples);
+    row["padding_share"] = share(f.padded_frames - f.real_frames, all.padded_frames - all.real_frames);
+    row["frame_share"] = share(f.real_frames, all.real_frames);
+    corpora.push_back(row);
+  }
   json buckets = json::array();
   for (const auto& b : now.buckets) {
     json row = shape_json(b.shape);
@@ -105,7 +139,7 @@ json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig&
   }
   json remainder = {{"spilled", now.spilled}, {"deferred", now.deferred}};
   if (deferred_past_end >= 0) remainder["deferred_past_end"] = deferred_past_end;
-  return {{"format", padding_format},
+  json document = {{"format", padding_format},
           {"model_ranks", model_ranks},
           {"n_buckets", config.n_buckets},
           {"bucket_edges", config.bucket_edges},
@@ -116,12 +150,15 @@ json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig&
           {"total", now.total.to_json()},
           {"alternatives", alternatives},
           {"remainder", remainder}};
+  if (!corpora.empty()) document["corpora"] = corpora;
+  return document;
 }
 
 void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
-                           const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end) {
+                           const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end,
+                           const std::vector<std::string>& corpus_dirs) {
   write_file_atomically(run_dir / "padding.json",
-                        padding_json(samples, config, model_ranks, deferred_past_end).dump(2) + "\n");
+                        padding_json(samples, config, model_ranks, deferred_past_end, corpus_dirs).dump(2) + "\n");
 }
 
 }  // namespace sluice::runtime

@@ -22,11 +22,16 @@
 //              run ends at train.steps; batch_plan.h, "Remainder")
 //   total     {batches, samples, real_frames, padded_frames, real_tokens, padded_tokens,
 //              frame_efficiency, token_efficiency}
+//   corpora   [{corpus, dir, weight, samples, real_frames, padded_frames, padding_frames,
+//              sample_share, padding_share, frame_share}]  (train.mixture only; epoch 0's planned
+//              batches: each corpus's samples, the padding its samples' rows carry (padded - real
+//              frames) and its real frames (input time), each as a share of all corpora's)
 //   alternatives [{n_buckets, buckets, frame_efficiency, token_efficiency,
 //                  padded_frames_saved_fraction}]  (quantile buckets only; saved: of today's padded frames
 //                  per real frame)
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +61,7 @@ struct BucketPadding {
 
 struct PaddingSummary {
   std::vector<BucketPadding> buckets;
+  std::vector<PaddingFigures> corpora;  // per corpus of config.mixture (empty without one)
   PaddingFigures total;
   int64_t spilled = 0;   // BatchPlan::spilled_samples()
   int64_t deferred = 0;  // BatchPlan::deferred_samples()
@@ -67,11 +73,13 @@ PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const B
 
 // The whole "sluice-padding/1" document, alternatives included; `deferred_past_end` < 0: the run
 // ends at train.steps, not after whole epochs.
+// `corpus_dirs`: train.mixture's caches, named in "corpora".
 nlohmann::json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks,
-                            int64_t deferred_past_end = -1);
+                            int64_t deferred_past_end = -1, const std::vector<std::string>& corpus_dirs = {});
 
 // RUN_DIR/padding.json (atomically).
 void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
-                           const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end = -1);
+                           const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end = -1,
+                           const std::vector<std::string>& corpus_dirs = {});
 
 }  // namespace sluice::runtime

@@ -65,7 +65,8 @@ const std::vector<int64_t>& PlanSchedule::carried_into_locked(int64_t epoch) con
 void PlanSchedule::count_through_locked(int64_t epoch) const {
   const auto k = static_cast<size_t>(epoch - anchor_epoch_);
   while (starts_.size() < k + 2) {
-    const EpochCounts counts = first_->whole_epoch(deferred_.back());
+    const int64_t counted = anchor_epoch_ + static_cast<int64_t>(starts_.size()) - 1;
+    const EpochCounts counts = first_->whole_epoch(deferred_.back(), counted);
     starts_.push_back(starts_.back() + counts.steps);
     deferred_.push_back(counts.deferred);
   }

@@ -171,6 +171,16 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
   setup.end_step = settings.steps > 0 ? settings.steps : setup.schedule->epoch_start(settings.epochs);
   if (session.rank() == 0) {
     std::printf("%s", setup.schedule->shapes().summary().c_str());
+    if (!settings.mixture.empty()) {
+      // What each cache gives an epoch (docs/architecture.md, "Many corpora, one run").
+      const std::vector<int64_t>& owed = setup.schedule->shapes().owed_per_corpus();
+      std::printf("mixture (train.mixture_temperature %g), epoch 0:", settings.plan.mixture_temperature);
+      for (size_t c = 0; c < owed.size(); ++c) {
+        std::printf("%s %s weight %g: %lld samples", c == 0 ? "" : ";", settings.mixture[c].dir.c_str(),
+                    settings.mixture[c].weight, static_cast<long long>(owed[c]));
+      }
+      std::printf("\n");
+    }
     std::printf("training %lld global steps (%lld per epoch), %zu validation samples\n",
                 static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
                 setup.validation.size());
@@ -185,8 +195,10 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
     // Only now that a --resume is known to go on: a refused one leaves the earlier run's files as they were.
     config.write(settings.run_dir / "sluice-train.yaml");
     // RUN_DIR/padding.json: what padding costs the model ranks, for the report's padding verdict.
+    std::vector<std::string> corpus_dirs;
+    for (const MixtureEntry& entry : settings.mixture) corpus_dirs.push_back(entry.dir);
     write_padding_summary(settings.run_dir, setup.schedule->samples(), settings.plan,
-                          static_cast<int>(setup.model_ranks.size()), deferred_past_end);
+                          static_cast<int>(setup.model_ranks.size()), deferred_past_end, corpus_dirs);
   }
   if (session.rank() == 0 && setup.resume_from && (*setup.resume_from)["elastic"].get<bool>()) {
     const auto rest = setup.schedule->epoch(setup.schedule->position(setup.first_step).epoch);
@@ -195,8 +207,8 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
                 "the next epoch)\n",
                 (*setup.resume_from)["model_ranks"].get<int>(), setup.model_ranks.size(),
                 static_cast<long long>(rest->epoch()),
-                static_cast<long long>(setup.schedule->samples().size() + rest->carried().size() -
-                                       rest->trained_earlier().size()),
+                static_cast<long long>(rest->owed_samples() + static_cast<int64_t>(rest->carried().size()) -
+                                       static_cast<int64_t>(rest->trained_earlier().size())),
                 static_cast<long long>(rest->trained_earlier().size()), rest->carried().size(),
                 static_cast<long long>(rest->steps()), static_cast<long long>(rest->deferred_samples()));
     std::fflush(stdout);
@@ -454,8 +466,23 @@ void lock_run_dir(const MpiSession& session, const TrainSettings& settings, std:
   throw error;
 }
 
-// The run directory is this run's: locked, and either a run to --resume on the same cache
-// (RUN_DIR/cache.json) or free of an earlier run's checkpoints (--overwrite deletes them). All
+// cache.dir, or with train.mixture its caches as one (they must hold the same features).
+cache::CacheReader open_training_cache(const config::Config& config) {
+  const std::vector<MixtureEntry> mixture = parse_mixture(config.string("train.mixture"));
+  if (mixture.empty()) return cache::CacheReader::open(config.string("cache.dir"));
+  std::vector<fs::path> dirs;
+  for (const MixtureEntry& entry : mixture) dirs.emplace_back(entry.dir);
+  return cache::CacheReader::open_mixture(dirs);
+}
+
+// The plan's mixture learns where each cache's indices begin.
+TrainSettings with_mixture_indices(TrainSettings settings, const cache::CacheReader& reader) {
+  for (size_t c = 0; c < settings.plan.mixture.size(); ++c) settings.plan.mixture[c].first_index = reader.first_index(c);
+  return settings;
+}
+
+// The run directory is this run's: locked, and either a run to --resume on the same cache or
+// train.mixture (RUN_DIR/cache.json) or free of an earlier run's checkpoints (--overwrite deletes them). All
 // checked before rank 0 writes anything into it, so that a refused run leaves an earlier one intact.
 void claim_run_dir(const MpiSession& session, const TrainSettings& settings, const cache::CacheReader& reader,
                    const TrainOptions& options, std::optional<FileLock>& lock) {
@@ -464,7 +491,11 @@ void claim_run_dir(const MpiSession& session, const TrainSettings& settings, con
                       " and --overwrite deletes it: give one of them");
   }
   lock_run_dir(session, settings, lock);
-  const nlohmann::json record = cache_record(reader.manifest(), reader.dir());
+  nlohmann::json record = cache_record(reader.manifest(), reader.dir());
+  if (record.contains("mixture")) {
+    for (size_t c = 0; c < settings.mixture.size(); ++c) record["mixture"][c]["weight"] = settings.mixture[c].weight;
+    record["mixture_temperature"] = settings.plan.mixture_temperature;
+  }
   if (options.resume) {
     check_resumed_cache(settings.run_dir, record);
   } else {
@@ -487,11 +518,11 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   announce.resume = options.resume;
   config::Config agreed = given;  // rank 0's when Python ranks take part
   const JobAgreement job = agree_on_job(session, announce, agreed);
-  auto reader = cache::CacheReader::open(agreed.string("cache.dir"));
+  auto reader = open_training_cache(agreed);
   // features.*, text.* and the other settings prep recorded are the cache's (cache_agreement.h):
   // from here on `config` is what the run trains on, and what RUN_DIR/sluice-train.yaml says.
   const config::Config config = agree_with_cache(agreed, reader.manifest(), reader.dir());
-  const TrainSettings settings = TrainSettings::read(config);
+  const TrainSettings settings = with_mixture_indices(TrainSettings::read(config), reader);
   std::optional<FileLock> run_dir_lock;  // held to the end of the run
   claim_run_dir(session, settings, reader, options, run_dir_lock);
   const RunSetup setup = plan_run(session, config, settings, reader, options, job);

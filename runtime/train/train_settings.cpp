@@ -1,5 +1,7 @@
 #include "runtime/train/train_settings.h"
 
+#include <cstdlib>
+
 #include "common/error.h"
 #include "runtime/settings.h"
 
@@ -54,6 +56,7 @@ TrainSettings TrainSettings::read(const config::Config& config) {
   settings.status_every_s = config.number("runtime.status_every_s");
   settings.roles = role_settings(config);
   settings.plan = batch_plan_config(config);
+  settings.mixture = parse_mixture(config.string("train.mixture"));
   settings.validation_fraction = config.number("train.validation_fraction");
   settings.validation_seed = static_cast<uint64_t>(config.integer("train.validation_seed"));
   settings.steps = config.integer("train.steps");
@@ -98,6 +101,29 @@ model::FeatureTransformSettings feature_settings(const TrainSettings& settings, 
   return features;
 }
 
+bool operator==(const MixtureEntry& a, const MixtureEntry& b) { return a.dir == b.dir && a.weight == b.weight; }
+
+std::vector<MixtureEntry> parse_mixture(const std::string& text) {
+  std::vector<MixtureEntry> mixture;
+  for (const std::string& item : split_list(text)) {
+    MixtureEntry entry{item, 1.0};
+    const size_t colon = item.rfind(':');
+    if (colon != std::string::npos) {
+      entry.dir = item.substr(0, colon);
+      const std::string weight = item.substr(colon + 1);
+      char* end = nullptr;
+      entry.weight = std::strtod(weight.c_str(), &end);
+      if (weight.empty() || end != weight.c_str() + weight.size() || !(entry.weight > 0.0 && entry.weight <= 1000.0)) {
+        throw ConfigError("train.mixture: '" + item + "' has weight '" + weight +
+                          "'; a weight is a number above 0 and at most 1000, e.g. \"data/cache-a:1, data/cache-b:0.5\"");
+      }
+    }
+    if (entry.dir.empty()) throw ConfigError("train.mixture: '" + item + "' names no cache directory");
+    mixture.push_back(entry);
+  }
+  return mixture;
+}
+
 BatchPlanConfig batch_plan_config(const config::Config& config) {
   BatchPlanConfig plan;
   for (const auto& edge : split_list(config.string("train.bucket_edges"))) {
@@ -112,6 +138,9 @@ BatchPlanConfig batch_plan_config(const config::Config& config) {
   plan.frame_budget = config.integer("train.frame_budget");
   plan.seed = static_cast<uint64_t>(config.integer("train.seed"));
   plan.pad_multiple = static_cast<int>(config.integer("train.pad_multiple"));
+  // The weights; where each cache's indices begin is known once they are open (train_job.cpp).
+  for (const MixtureEntry& entry : parse_mixture(config.string("train.mixture"))) plan.mixture.push_back({0, entry.weight});
+  plan.mixture_temperature = config.number("train.mixture_temperature");
   return plan;
 }
 

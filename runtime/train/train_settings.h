@@ -16,9 +16,21 @@
 
 namespace sluice::runtime {
 
+// One cache of train.mixture.
+struct MixtureEntry {
+  std::string dir;
+  double weight = 1.0;
+};
+bool operator==(const MixtureEntry& a, const MixtureEntry& b);
+
+// train.mixture ("DIR:WEIGHT, DIR:WEIGHT, ..."; a weight left out is 1): empty when it is empty.
+// A weight that is not a number above 0 is a ConfigError naming the entry.
+std::vector<MixtureEntry> parse_mixture(const std::string& text);
+
 struct TrainSettings {
   std::filesystem::path run_dir;  // train.run_dir
   std::string cache_dir;          // cache.dir
+  std::vector<MixtureEntry> mixture;  // train.mixture (empty: cache.dir alone); plan.mixture's weights
   double timeout_s = 120;         // runtime.timeout_s: every wait across ranks
   double status_every_s = 10;     // runtime.status_every_s
 

@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE = os.path.join(HERE, "feed_probe.py")
 DDP_PROBE = os.path.join(HERE, "ddp_probe.py")
 NUMPY_PROBE = os.path.join(HERE, "numpy_probe.py")
+MIXTURE_PROBE = os.path.join(HERE, "mixture_probe.py")
 EXAMPLE = os.environ["EXAMPLE"]
 # Plain python3 (this interpreter) imports sluice when the extension module is built.
 PYTHON3 = sys.executable if os.environ.get("SLUICE_PYTHON_EXTENSION") == "ON" else SLUICE_PYTHON
@@ -214,6 +215,37 @@ class PythonRanks(unittest.TestCase):
         self.assertEqual(record["mels_equal"], [True] * 8, output)
         self.assertEqual(record["exit"], 0)
         self.assertFalse(record["torch_imported"])
+
+    # train.mixture (docs/architecture.md, "Many corpora, one run"): Python ranks see the caches
+    # (feed.corpora, feed.corpus_starts) and each sample's cache (batch.corpus, where torch is
+    # installed), and their validation losses are averaged per cache as well as over the split
+    # (rank-N.json "validation" records, "corpora"). Also its own ctest, python_ranks_Mixture.
+    def test_mixture_python_ranks_see_each_samples_corpus(self):
+        short = os.path.join(self.work, "short-cache")
+        if not os.path.exists(os.path.join(short, "manifest.json")):
+            code, output = run([SLUICE, "prep", "--corpus", os.environ["SAMPLE_CORPUS"], "--out", short, "--set",
+                                "cache.shard_size=32", "--set", "prep.max_seconds=4.5", "--set",
+                                "prep.max_reject_fraction=0.9"])
+            self.assertEqual(code, 0, output)
+        out = os.path.join(self.work, "mixture-{rank}.json")
+        mixture = ["--mixture", f"{self.cache}:1, {short}:0.5", "--set", "train.validation_fraction=0.2"]
+        run_dir, code, output = self.job("mixture", 6, [MIXTURE_PROBE, out], extra=mixture, ranks=2)
+        self.assertEqual(code, 0, output)
+        for rank in (0, 1):
+            record = read_json(out.format(rank=rank))
+            self.assertEqual(record["corpora"], [self.cache, short], output)
+            self.assertEqual(record["corpus_starts"][0], 0)
+            start = record["corpus_starts"][1]
+            self.assertGreater(start, 0)
+            self.assertEqual(record["exit"], 0, output)
+            for batch in record["batches"]:  # with torch: each sample's corpus from its index
+                self.assertEqual(batch["corpus"], [int(i >= start) for i in batch["indices"]])
+            for corpus in record["validation_corpora"]:  # a validation batch is one corpus's
+                self.assertEqual(len(set(corpus)), 1, record["validation_corpora"])
+        validation = read_json(os.path.join(run_dir, "ranks", "rank-1.json"))["validation"]
+        self.assertEqual(validation[0]["global_step"], 3, validation)
+        expected = [1.0, 2.0] if read_json(out.format(rank=0))["torch"] else [1.0, 1.0]
+        self.assertEqual(validation[0]["corpora"], expected, validation)
 
     # Every planned batch arrives exactly once per epoch, and a resumed run continues with the
     # same batches from the step it is given.

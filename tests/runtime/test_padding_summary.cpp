@@ -103,5 +103,34 @@ TEST(PaddingSummary, WritesPaddingJsonIntoTheRunDir) {
   EXPECT_EQ(doc["model_ranks"], 2);
 }
 
+// train.mixture: the two copies of the known split as two caches (indices 0-7 and 8-15). With
+// weights 1 and 1 the epoch is the plain one; each copy's 8 samples hold 1,000 real frames padded
+// to 4 x 104 + 4 x 240 = 1,376 (376 of padding): half of everything each. With weight 0.5 on the
+// second, it gives 4 of its 8 samples to the epoch.
+TEST(PaddingSummary, AMixturesCorporaHaveTheirSharesOfSamplesPaddingAndInputTime) {
+  BatchPlanConfig config = two_buckets();
+  config.mixture = {{0, 1.0}, {8, 1.0}};
+  const auto doc = padding_json(known_split(), config, 2, -1, {"cache-a", "cache-b"});
+  ASSERT_EQ(doc["corpora"].size(), 2u) << doc.dump(2);
+  for (const auto& corpus : doc["corpora"]) {
+    EXPECT_EQ(corpus["samples"], 8);
+    EXPECT_EQ(corpus["real_frames"], 1000);
+    EXPECT_EQ(corpus["padded_frames"], 1376);
+    EXPECT_EQ(corpus["padding_frames"], 376);
+    EXPECT_EQ(corpus["sample_share"], 0.5);
+    EXPECT_EQ(corpus["padding_share"], 0.5);
+    EXPECT_EQ(corpus["frame_share"], 0.5);
+  }
+  EXPECT_EQ(doc["corpora"][1]["dir"], "cache-b");
+  config.mixture[1].weight = 0.5;
+  config.batch_size = 1;  // 12 samples: 2 model ranks x 1 fill whole steps
+  const auto half = padding_json(known_split(), config, 2);
+  EXPECT_EQ(half["corpora"][0]["samples"], 8);
+  EXPECT_EQ(half["corpora"][1]["samples"], 4);
+  EXPECT_NEAR(half["corpora"][1]["sample_share"].get<double>(), 4.0 / 12, 1e-12);
+  // Without a mixture there is no "corpora".
+  EXPECT_FALSE(padding_json(known_split(), two_buckets(), 2).contains("corpora"));
+}
+
 }  // namespace
 }  // namespace sluice::runtime
