@@ -121,16 +121,29 @@ void write_outcome(RankTiming& rank_timing, const fs::path& dir, int outcome,
 
 }  // namespace
 
-std::future<dataset::CorpusListing> start_listing(const config::Config& config) {
-  // Evaluated on every rank: a bad corpus option is a config error every rank says alike.
-  auto read = [path = config.string("corpus.path"), options = corpus_options(config)] {
+namespace {
+
+// The corpus listing read on a thread of its own. The options are taken here, on every rank: a bad
+// corpus option is a config error every rank says alike.
+std::future<dataset::CorpusListing> read_listing_async(const config::Config& config) {
+  return std::async(std::launch::async, [path = config.string("corpus.path"), options = corpus_options(config)] {
     return dataset::read_corpus(path, options);
-  };
+  });
+}
+
+}  // namespace
+
+std::future<dataset::CorpusListing> start_listing(const config::Config& config) {
   // Only rank 0 reads (runtime/prep/listing_share.h); a launcher that does not say which rank
   // this is (a singleton, or an unknown one) reads everywhere, and the ranks other than 0 drop it.
   const std::optional<int> rank = rank_before_mpi();
-  if (rank && *rank != 0) return {};
-  return std::async(std::launch::async, std::move(read));
+  if (rank && *rank != 0) {
+    // The same settings read as rank 0 reads them, so that a bad one fails every rank alike.
+    (void)config.string("corpus.path");
+    (void)corpus_options(config);
+    return {};
+  }
+  return read_listing_async(config);
 }
 
 int run_prep(const MpiSession& session, const config::Config& config,
@@ -149,9 +162,7 @@ int run_prep(const MpiSession& session, const config::Config& config,
   // 1. The listing: rank 0 reads it (started before MPI) and shares it, or its error.
   if (session.rank() == 0 && !listing_being_read.valid()) {
     // The launcher's environment named another rank 0 than MPI did: read here.
-    listing_being_read = std::async(std::launch::async, [&config] {
-      return dataset::read_corpus(config.string("corpus.path"), corpus_options(config));
-    });
+    listing_being_read = read_listing_async(config);
   }
   const dataset::CorpusListing listing = share_listing(session, std::move(listing_being_read), settings.timeout_s);
   if (listing.items.empty()) {
