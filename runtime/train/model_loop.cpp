@@ -142,6 +142,7 @@ json ModelLoop::run() {
     ++window_steps_;
     losses_.push_back(result.loss);
     stream_.end_step(result.loss);  // the slot goes back; the stop agreement
+    if (context_.watchdog != nullptr) context_.watchdog->stepped(global);
     if (stream_.stopped()) break;
     const int64_t done = global + 1;
     if (done % settings_.log_every == 0 || done == setup_.end_step) log_progress(done, result);
@@ -268,6 +269,7 @@ void ModelLoop::log_progress(int64_t done, const model::StepResult& result) {
 // Between steps (the end of the run validates and checkpoints in finish()).
 void ModelLoop::validate_and_checkpoint(int64_t done) {
   if (stream_.validation_due(done)) {
+    const ProgressWatchdog::PhaseScope phase(context_.watchdog, ProgressWatchdog::Phase::validation);
     const double loss = mean_validation_loss(done);
     validations_.push_back({{"global_step", done}, {"loss", loss}});
     if (logs_and_checkpoints_) logger()->info("validation loss {:.4f} at step {}", loss, done);
@@ -283,6 +285,7 @@ void ModelLoop::validate_and_checkpoint(int64_t done) {
 // ends the run, or a stop, before the run goes on.
 void ModelLoop::save_checkpoint(int64_t done, bool as_span) {
   if (logs_and_checkpoints_) {
+    const ProgressWatchdog::PhaseScope phase(context_.watchdog, ProgressWatchdog::Phase::checkpoint);
     std::optional<timing::ScopedSpan> span;
     if (as_span) span.emplace(timing::Stage::checkpoint, done - 1);
     nlohmann::json position = checkpoint_position(*setup_.schedule, done);
@@ -312,7 +315,11 @@ void ModelLoop::finish() {
     return;
   }
   context_.finish->still_working();
-  const double final_loss = mean_validation_loss(setup_.end_step);
+  double final_loss = 0;
+  {
+    const ProgressWatchdog::PhaseScope phase(context_.watchdog, ProgressWatchdog::Phase::validation);
+    final_loss = mean_validation_loss(setup_.end_step);
+  }
   context_.finish->still_working();
   validations_.push_back({{"global_step", setup_.end_step}, {"loss", final_loss}});
   save_checkpoint(setup_.end_step);

@@ -14,6 +14,7 @@
 #include "model/feature_transform.h"
 #include "runtime/train/finish_line.h"
 #include "runtime/train/plan_schedule.h"
+#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/role_plan.h"
 #include "runtime/train/status_board.h"
 #include "timing/injected_delay.h"
@@ -45,6 +46,9 @@ struct RankContext {
   // Model ranks with peers: measures the all-reduce baseline for `floats` gradient values.
   std::function<double(size_t floats)> measure_allreduce;
   FinishLine* finish = nullptr;
+  // runtime.timeouts: measured, on a data rank and a C++ model rank: its own progress is reported
+  // to it (stepped(), phases); nullptr otherwise.
+  ProgressWatchdog* watchdog = nullptr;
   timing::InjectedDelay delay;
   int waiting_for = -1;
   // This rank's share of the node's cores: libtorch's thread pool on a C++ model rank; a Python
