@@ -15,6 +15,7 @@
 #include "runtime/train/batch_stream.h"
 #include "runtime/train/batch_views.h"
 #include "runtime/train/checkpoints.h"
+#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/sample_log.h"
 #include "timing/span_recorder.h"
 

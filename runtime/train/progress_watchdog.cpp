@@ -154,11 +154,13 @@ void ProgressWatchdog::end_phase() {
   if (phase == Phase::validation) validation_deadline_.add(static_cast<double>(own) * 1e-9);
 }
 
-void ProgressWatchdog::begin_wait(std::vector<int> peers, const char* what) {
+void ProgressWatchdog::begin_wait(const std::vector<int>& peers, const char* what) {
   if (wait_depth_++ > 0) return;
   {
+    // Every step waits on the same peers (its data rank, the other model ranks): the copy reuses
+    // the vector's memory, no allocation per wait.
     std::lock_guard<std::mutex> lock(wait_mutex_);
-    wait_peers_ = std::move(peers);
+    if (wait_peers_ != peers) wait_peers_.assign(peers.begin(), peers.end());
   }
   const int64_t now = now_ns();
   write_begin();
@@ -177,15 +179,17 @@ void ProgressWatchdog::end_wait() {
   write_end();
 }
 
-ProgressWatchdog::PeerWait::PeerWait(std::vector<int> peers, const char* what) : watchdog_(process()) {
+ProgressWatchdog::PeerWait::PeerWait(const std::vector<int>& peers, const char* what) : watchdog_(process()) {
+  if (watchdog_ == nullptr) return;
   // Only the watched thread's waits (a one-process rank's feeder thread waits too), and only on
   // other ranks (that rank's wait for its own feeder thread is its own work).
-  const int rank = watchdog_ != nullptr ? watchdog_->session_.rank() : -1;
-  peers.erase(std::remove(peers.begin(), peers.end(), rank), peers.end());
-  if (watchdog_ != nullptr && (peers.empty() || std::this_thread::get_id() != watchdog_->training_thread_)) {
+  const int rank = watchdog_->session_.rank();
+  const bool others = std::any_of(peers.begin(), peers.end(), [rank](int peer) { return peer != rank; });
+  if (!others || std::this_thread::get_id() != watchdog_->training_thread_) {
     watchdog_ = nullptr;
+    return;
   }
-  if (watchdog_ != nullptr) watchdog_->begin_wait(std::move(peers), what);
+  watchdog_->begin_wait(peers, what);
 }
 
 ProgressWatchdog::PeerWait::~PeerWait() {

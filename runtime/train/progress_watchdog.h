@@ -47,17 +47,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/mpi_session.h"
+#include "runtime/train/train_settings.h"
 
 namespace sluice::runtime {
-
-// runtime.timeouts and the measured deadlines' settings (runtime/settings.cpp has the schema).
-struct ProgressTimeouts {
-  bool measured = false;        // runtime.timeouts: measured (fixed: no watchdog)
-  double factor = 5;            // runtime.timeout_factor
-  double min_s = 10;            // runtime.timeout_min_s
-  double startup_s = 600;       // runtime.startup_timeout_s
-  int64_t warmup_steps = 10;    // runtime.timeout_warmup_steps
-};
 
 // The deadline of one kind of work, from the times measured so far: startup_s until `warmup` of
 // them went by (not kept: start-up's allocations and compiles) and one more was measured, then
@@ -121,7 +113,7 @@ class ProgressWatchdog {
   // Python model rank, one process).
   class PeerWait {
    public:
-    PeerWait(std::vector<int> peers, const char* what);
+    PeerWait(const std::vector<int>& peers, const char* what);
     ~PeerWait();
     PeerWait(const PeerWait&) = delete;
     PeerWait& operator=(const PeerWait&) = delete;
@@ -142,7 +134,7 @@ class ProgressWatchdog {
   struct Judged;
   void loop();
   void judge();
-  void begin_wait(std::vector<int> peers, const char* what);
+  void begin_wait(const std::vector<int>& peers, const char* what);
   void end_wait();
   // The seqlock's write side (training thread only).
   void write_begin() { sequence_.fetch_add(1); }

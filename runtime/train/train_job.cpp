@@ -27,6 +27,7 @@
 #include "runtime/train/finish_line.h"
 #include "runtime/train/mpi_gradient_reducer.h"
 #include "runtime/train/padding_summary.h"
+#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/role_plan.h"
 #include "runtime/train/status_board.h"
 #include "runtime/train/train_run.h"

@@ -14,12 +14,13 @@
 #include "model/feature_transform.h"
 #include "runtime/train/finish_line.h"
 #include "runtime/train/plan_schedule.h"
-#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/role_plan.h"
 #include "runtime/train/status_board.h"
 #include "timing/injected_delay.h"
 
 namespace sluice::runtime {
+
+class ProgressWatchdog;  // runtime/train/progress_watchdog.h
 
 // Everything a rank needs to know about the run, computed identically everywhere.
 struct RunSetup {

@@ -13,10 +13,18 @@
 #include "model/feature_transform.h"
 #include "model/model_config.h"
 #include "runtime/train/batch_plan.h"
-#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/role_plan.h"
 
 namespace sluice::runtime {
+
+// runtime.timeouts and the measured deadlines' settings (runtime/train/progress_watchdog.h).
+struct ProgressTimeouts {
+  bool measured = false;      // runtime.timeouts: measured (fixed: no watchdog)
+  double factor = 5;          // runtime.timeout_factor
+  double min_s = 10;          // runtime.timeout_min_s
+  double startup_s = 600;     // runtime.startup_timeout_s
+  int64_t warmup_steps = 10;  // runtime.timeout_warmup_steps
+};
 
 struct TrainSettings {
   std::filesystem::path run_dir;  // train.run_dir
