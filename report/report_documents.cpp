@@ -206,8 +206,8 @@ json progress_deadlines_json(const TrainAnalysis& a) {
         role["startup_s"] = step.value("startup_s", 0.0);
         role["steps_measured"] = step.value("measured", int64_t{0});
         for (const char* kind : {"step", "checkpoint", "validation"}) {
-          role[std::string(kind) + "_p99_s"] = 0.0;
-          role[std::string(kind) + "_deadline_s"] = 0.0;
+          role[std::string(kind) + "_p99_s"] = nullptr;  // null: none of the role's ranks measured one
+          role[std::string(kind) + "_deadline_s"] = nullptr;
         }
       } else {
         // The heartbeat's silence is the only deadline (common/heartbeat.h, LIVENESS).
@@ -218,10 +218,13 @@ json progress_deadlines_json(const TrainAnalysis& a) {
     if (mode != "measured" || role["mode"] != "measured") continue;
     role["steps_measured"] = std::min(role["steps_measured"].get<int64_t>(), p["step"].value("measured", int64_t{0}));
     for (const char* kind : {"step", "checkpoint", "validation"}) {
+      // A rank that measured none (a model rank that writes no checkpoint, a data rank's
+      // validation) says nothing of the role's deadline.
       const json& d = p.value(kind, json::object());
+      if (d.value("measured", int64_t{0}) == 0) continue;
       for (const char* number : {"p99_s", "deadline_s"}) {
         json& most = role[std::string(kind) + "_" + number];
-        most = std::max(most.get<double>(), d.value(number, 0.0));
+        most = most.is_null() ? d.value(number, 0.0) : std::max(most.get<double>(), d.value(number, 0.0));
       }
     }
   }
@@ -238,8 +241,8 @@ void progress_deadlines_section(ReportDocument& doc, const json& deadlines) {
                        "checkpoint deadline (s)"},
                       numbers_after(3, 5), {}, {}};
   const auto seconds = [](const json& role, const std::string& key) {
-    const double value = role.value(key, 0.0);
-    return value > 0 ? fmt::format("{:.3g}", value) : std::string("-");
+    const auto it = role.find(key);
+    return it != role.end() && it->is_number() ? fmt::format("{:.3g}", it->get<double>()) : std::string("-");
   };
   for (const auto& role : deadlines) {
     if (role.value("mode", "") != "measured") {
@@ -256,7 +259,7 @@ void progress_deadlines_section(ReportDocument& doc, const json& deadlines) {
   doc.paragraph("A measured deadline is runtime.timeout_factor x the p99 of a rank's last 100 steps (its own work, "
                 "without its waits on other ranks), at least runtime.timeout_min_s; runtime.startup_timeout_s until "
                 "the warm-up steps are done (a checkpoint: until one is measured). The largest of the role's ranks at "
-                "the end of the run. fixed: only the heartbeat's runtime.timeout_s (a silent rank) applies; "
+                "the end of the run; -: none of them measured one. fixed: only the heartbeat's runtime.timeout_s (a silent rank) applies; "
                 "unwatched: a Python model rank, whose script reports no progress.");
 }
 
