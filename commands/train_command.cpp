@@ -6,6 +6,7 @@
 #include "common/stop_signal.h"
 #include "runtime/train/libtorch_parts.h"
 #include "runtime/train/train_job.h"
+#include "runtime/train/train_settings.h"
 
 namespace sluice {
 
@@ -41,7 +42,7 @@ void TrainCommand::add(CLI::App& app) {
 int TrainCommand::run(MpiSession& session, double& abort_grace_s) const {
   install_stop_signal_handlers();
   auto settings = config_.load();
-  abort_grace_s = std::clamp(0.5 * settings.number("runtime.timeout_s"), 1.0, 3.0);
+  abort_grace_s = runtime::abort_grace_s(settings.number("runtime.timeout_s"));
   if (!cache_.empty()) settings.set("cache.dir", cache_, "--cache");
   if (!mixture_.empty()) settings.set("train.mixture", mixture_, "--mixture");
   if (!run_dir_.empty()) settings.set("train.run_dir", run_dir_, "--run-dir");

@@ -237,6 +237,84 @@ void validation_section(ReportDocument& doc, const json& validation, const json&
                             per_corpus > 0 ? "; a corpus column is that cache's validation samples alone" : ""));
 }
 
+// The progress deadlines per role (runtime.timeouts; runtime/train/progress_watchdog.h), from
+// each rank's summary: one entry a role, whatever the ranks (the largest deadline and p99 of the
+// role's ranks, the fewest steps measured); null for a run whose timelines have none.
+json progress_deadlines_json(const TrainAnalysis& a) {
+  std::map<std::string, json> roles;
+  for (const auto& t : a.timelines) {
+    const json& p = t.summary.value("progress_deadline", json());
+    if (!p.is_object()) continue;
+    json& role = roles[t.role];
+    const std::string mode = p.value("mode", "fixed");
+    if (role.is_null()) {
+      role = {{"role", t.role}, {"ranks", 0}, {"mode", mode}};
+      if (mode == "measured") {
+        const json& step = p["step"];
+        role["warmup_steps"] = step.value("warmup", int64_t{0});
+        role["percentile"] = "p99 of the last 100";
+        role["factor"] = step.value("factor", 0.0);
+        role["min_s"] = step.value("min_s", 0.0);
+        role["startup_s"] = step.value("startup_s", 0.0);
+        role["steps_measured"] = step.value("measured", int64_t{0});
+        for (const char* kind : {"step", "checkpoint", "validation"}) {
+          role[std::string(kind) + "_p99_s"] = nullptr;  // null: none of the role's ranks measured one
+          role[std::string(kind) + "_deadline_s"] = nullptr;
+        }
+      } else {
+        // The heartbeat's silence is the only deadline (common/heartbeat.h, LIVENESS).
+        role["deadline_s"] = a.settings.value("runtime.timeout_s", json(nullptr));
+      }
+    }
+    role["ranks"] = role["ranks"].get<int>() + 1;
+    if (mode != "measured" || role["mode"] != "measured") continue;
+    role["steps_measured"] = std::min(role["steps_measured"].get<int64_t>(), p["step"].value("measured", int64_t{0}));
+    for (const char* kind : {"step", "checkpoint", "validation"}) {
+      // A rank that measured none (a model rank that writes no checkpoint, a data rank's
+      // validation) says nothing of the role's deadline.
+      const json& d = p.value(kind, json::object());
+      if (d.value("measured", int64_t{0}) == 0) continue;
+      for (const char* number : {"p99_s", "deadline_s"}) {
+        json& most = role[std::string(kind) + "_" + number];
+        most = most.is_null() ? d.value(number, 0.0) : std::max(most.get<double>(), d.value(number, 0.0));
+      }
+    }
+  }
+  if (roles.empty()) return nullptr;
+  json out = json::array();
+  for (auto& [name, role] : roles) out.push_back(std::move(role));
+  return out;
+}
+
+void progress_deadlines_section(ReportDocument& doc, const json& deadlines) {
+  if (!deadlines.is_array()) return;
+  doc.heading("Progress deadlines (runtime.timeouts)");
+  DocumentTable table{{"role", "ranks", "mode", "warm-up steps", "p99 step (s)", "factor", "step deadline (s)",
+                       "checkpoint deadline (s)"},
+                      numbers_after(3, 5), {}, {}};
+  const auto seconds = [](const json& role, const std::string& key) {
+    const auto it = role.find(key);
+    return it != role.end() && it->is_number() ? fmt::format("{:.3g}", it->get<double>()) : std::string("-");
+  };
+  for (const auto& role : deadlines) {
+    if (role.value("mode", "") != "measured") {
+      table.rows.push_back({role.value("role", ""), std::to_string(role.value("ranks", 0)), role.value("mode", ""), "-",
+                            "-", "-", "-", "-"});
+      continue;
+    }
+    table.rows.push_back({role.value("role", ""), std::to_string(role.value("ranks", 0)), "measured",
+                          std::to_string(role.value("warmup_steps", int64_t{0})), seconds(role, "step_p99_s"),
+                          fmt::format("{:g}", role.value("factor", 0.0)), seconds(role, "step_deadline_s"),
+                          seconds(role, "checkpoint_deadline_s")});
+  }
+  doc.table(std::move(table));
+  doc.paragraph("A measured deadline is runtime.timeout_factor x the p99 of a rank's last 100 steps (its own work, "
+                "without its waits on other ranks), at least runtime.timeout_min_s; runtime.startup_timeout_s until "
+                "the warm-up steps are done (a checkpoint: until one is measured). The largest of the role's ranks at "
+                "the end of the run; -: none of them measured one. fixed: only the heartbeat's runtime.timeout_s (a silent rank) applies; "
+                "unwatched: a Python model rank, whose script reports no progress.");
+}
+
 // `feed`: whether the ranks exchanged batches (a train run), whose causality was checked.
 void clock_section(ReportDocument& doc, const ClockSummary& c, bool feed = true) {
   doc.heading("Clock");
@@ -626,6 +704,7 @@ StreamedJson train_report_json(const TrainAnalysis& a, const std::vector<StallVe
   document.arrays["cpu"] = {a.cpu.size(), [&a](size_t i) { return a.cpu[i].to_json(); }};
   j["padding"] = a.padding;
   j["validation"] = a.validation;
+  j["progress_deadlines"] = progress_deadlines_json(a);
   if (!a.restarts.is_null()) j["restarts"] = a.restarts;  // only a supervised run has one
   j["clock"] = clock_json(a.clock);
   document.objects["hang"] = hang_json(a.hang);
@@ -650,6 +729,7 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   cpu_section(doc, a.cpu);
   padding_section(doc, a.padding);
   validation_section(doc, a.validation, a.padding);
+  progress_deadlines_section(doc, progress_deadlines_json(a));
   restart_section(doc, a.restarts);
   clock_section(doc, a.clock);
   fate_section(doc, a.hang);

@@ -22,6 +22,7 @@ std::string fault_text(const json& fault) {
   if (!host.empty()) who += rank >= 0 ? " (host " + host + ")" : " on host " + host;
   const std::string kind = fault.value("kind", "");
   if (kind == "silent") return fmt::format("{} silent for {:.1f} s", who, fault.value("silent_s", 0.0));
+  if (kind == "stuck") return fmt::format("{} stuck (no progress) for {:.1f} s", who, fault.value("stuck_s", 0.0));
   if (kind == "killed") return fmt::format("{} killed by signal {}", who, fault.value("signal", 0));
   if (kind == "lost") return "host " + host + " lost";
   return fmt::format("{} exited with code {}", who, fault.value("exit_code", -1));

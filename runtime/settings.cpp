@@ -209,6 +209,24 @@ config::Schema build_schema() {
   schema.add({"runtime.timeout_s", ValueType::number, "120",
               "how long a rank may give no sign of life (no heartbeat) before the ranks waiting on it "
               "name it and the job exits non-zero; a slow but running rank is waited for", {}, 0.1, 1e6});
+  schema.add({"runtime.timeouts", ValueType::string, "fixed",
+              "how long a rank's own training may make no progress: fixed = only runtime.timeout_s's "
+              "heartbeat (a stopped, dead or cut-off rank); measured = also a progress watchdog on each "
+              "data rank and C++ model rank, whose deadline follows the run's measured step and checkpoint "
+              "times (a rank stuck while its heartbeat beats, named in seconds)",
+              {"fixed", "measured"}});
+  schema.add({"runtime.timeout_factor", ValueType::number, "5",
+              "measured timeouts: a step's deadline is this many times the p99 of the last 100 measured "
+              "steps (a checkpoint's, of the measured checkpoints)", {}, 1.5, 1000});
+  schema.add({"runtime.timeout_min_s", ValueType::number, "10",
+              "measured timeouts: the shortest deadline a step or checkpoint gets, however fast they were",
+              {}, 0.5, 1e6});
+  schema.add({"runtime.startup_timeout_s", ValueType::number, "600",
+              "measured timeouts: the deadline before the first step and the warm-up steps are done, and for "
+              "the first checkpoint or validation (nothing measured yet)", {}, 1, 1e6});
+  schema.add({"runtime.timeout_warmup_steps", ValueType::integer, "10",
+              "measured timeouts: steps measured before their times set the deadline (until then: "
+              "runtime.startup_timeout_s)", {}, 1, 1000000});
   schema.add({"runtime.timing", ValueType::boolean, "true",
               "record every stage on every rank into RUN_DIR/timeline/ for the report (sluice report); "
               "costs well under 1% of step time"});

@@ -12,7 +12,8 @@ int weight(FaultKind kind) {
     case FaultKind::exited: return 1;
     case FaultKind::killed:
     case FaultKind::lost: return 2;
-    case FaultKind::silent: return 3;
+    case FaultKind::silent:
+    case FaultKind::stuck: return 3;
   }
   return 0;
 }
@@ -30,6 +31,7 @@ int signal_number(const std::string& name) {
 std::string clipped(const std::string& line) { return line.size() > 300 ? line.substr(0, 300) + "..." : line; }
 
 const std::regex silent_words(R"(rank (\d+) \(host ([^)]+)\) gave no sign of life for ([0-9.]+) s)");
+const std::regex stuck_words(R"(rank (\d+) \(host ([^)]+)\) is stuck: no progress for ([0-9.]+) s)");
 const std::regex mpirun_signal(R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?)");
 const std::regex mpirun_status(R"(process rank (\d+) with PID \d+ on node (\S+) exited on non-zero status (\d+))");
 const std::regex mpirun_lost(R"(Remote daemon: \S+ on node (\S+))");
@@ -47,6 +49,7 @@ const char* to_string(FaultKind kind) {
     case FaultKind::killed: return "killed";
     case FaultKind::lost: return "lost";
     case FaultKind::silent: return "silent";
+    case FaultKind::stuck: return "stuck";
   }
   return "none";
 }
@@ -59,6 +62,9 @@ std::string RoundFault::describe() const {
     case FaultKind::silent:
       std::snprintf(seconds, sizeof(seconds), "%.1f", silent_s);
       return who + " gave no sign of life for " + seconds + " s";
+    case FaultKind::stuck:
+      std::snprintf(seconds, sizeof(seconds), "%.1f", stuck_s);
+      return who + " made no progress for " + seconds + " s (stuck)";
     case FaultKind::killed:
       return who + " was killed by signal " + (signal > 0 ? std::to_string(signal) : std::string("?")) +
              (signal_name.empty() ? "" : " (" + signal_name + ")");
@@ -74,6 +80,7 @@ nlohmann::json RoundFault::to_json() const {
   if (kind == FaultKind::killed) out["signal"] = signal;
   if (kind == FaultKind::exited) out["exit_code"] = exit_code;
   if (kind == FaultKind::silent) out["silent_s"] = silent_s;
+  if (kind == FaultKind::stuck) out["stuck_s"] = stuck_s;
   return out;
 }
 
@@ -100,6 +107,11 @@ void FaultReader::read(const std::string& line, Clock::time_point at) {
     fault.rank = std::stoi(m[1]);
     fault.host = m[2];
     fault.silent_s = std::stod(m[3]);
+  } else if (std::regex_search(line, m, stuck_words)) {
+    fault.kind = FaultKind::stuck;
+    fault.rank = std::stoi(m[1]);
+    fault.host = m[2];
+    fault.stuck_s = std::stod(m[3]);
   } else if (std::regex_search(line, m, mpirun_signal)) {
     fault.kind = FaultKind::killed;
     fault.rank = std::stoi(m[1]);

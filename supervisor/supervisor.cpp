@@ -121,9 +121,13 @@ class Supervision {
   // else the supervision's exit code.
   std::optional<int> restart_after(int round, const RoundFault& fault, const FaultReader& reader,
                                    Clock::time_point ended) {
-    const auto failed_at = fault.kind == FaultKind::silent
+    // A silent rank failed when it went silent; a stuck one when its progress stopped.
+    const double before_named_s = fault.kind == FaultKind::silent ? fault.silent_s
+                                  : fault.kind == FaultKind::stuck ? fault.stuck_s
+                                                                   : 0.0;
+    const auto failed_at = before_named_s > 0
                                ? fault.seen_at - std::chrono::duration_cast<Clock::duration>(
-                                                     std::chrono::duration<double>(fault.silent_s))
+                                                     std::chrono::duration<double>(before_named_s))
                                : (fault.seen_at == Clock::time_point{} ? ended : fault.seen_at);
     logger()->warn("round {} failed: {} (exit code {})", round, fault.describe(),
                    record_["rounds"].back()["exit_code"].get<int>());

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/stop_signal.h"
 #include "runtime/train/batch_assembler.h"
+#include "runtime/train/progress_watchdog.h"
 #include "timing/span_recorder.h"
 
 namespace sluice::runtime {
@@ -249,7 +250,11 @@ void BatchFeeder::send(const FeedTarget& target, int64_t global, BatchBytes& byt
   last_target_rank_ = target.rank;
   const transport::ChannelStats before = target.channel->stats();
   const int64_t send_start = timing::now_ns();
-  target.channel->send(payload, bytes.size());
+  {
+    // Waits for a free slot of the model rank (a credit): that rank's time, not this one's.
+    const ProgressWatchdog::PeerWait waiting_on_model_rank({target.rank}, "a free slot (credit) of its model rank");
+    target.channel->send(payload, bytes.size());
+  }
   options_.delay.apply(timing::Stage::send, options_.rank, global);
   const int64_t send_end = timing::now_ns();
   record_send_spans(target, global, before, target.channel->stats(), send_start, send_end, bytes.size());

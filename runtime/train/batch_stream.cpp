@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/stop_signal.h"
 #include "runtime/train/batch_views.h"
+#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/replay_batches.h"
 #include "runtime/transport/device_memory.h"
 #include "timing/span_recorder.h"
@@ -366,6 +367,7 @@ std::optional<transport::ReceivedBatch> BatchStream::receive() {
   parts_.context.waiting_for = data_rank;
   std::optional<transport::ReceivedBatch> received;
   try {
+    const ProgressWatchdog::PeerWait waiting_on_data_rank({data_rank}, "its batch from its data rank");
     received = parts_.feed.channel->receive();
   } catch (const TransportError& error) {
     closed_ = true;

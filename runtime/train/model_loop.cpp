@@ -15,6 +15,7 @@
 #include "runtime/train/batch_stream.h"
 #include "runtime/train/batch_views.h"
 #include "runtime/train/checkpoints.h"
+#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/sample_log.h"
 #include "timing/span_recorder.h"
 
@@ -143,6 +144,7 @@ json ModelLoop::run() {
     ++window_steps_;
     losses_.push_back(result.loss);
     stream_.end_step(result.loss);  // the slot goes back; the stop agreement
+    if (context_.watchdog != nullptr) context_.watchdog->stepped(global);
     if (stream_.stopped()) break;
     const int64_t done = global + 1;
     if (done % settings_.log_every == 0 || done == setup_.end_step) log_progress(done, result);
@@ -289,6 +291,7 @@ void ModelLoop::log_progress(int64_t done, const model::StepResult& result) {
 // Between steps (the end of the run validates and checkpoints in finish()).
 void ModelLoop::validate_and_checkpoint(int64_t done) {
   if (stream_.validation_due(done)) {
+    const ProgressWatchdog::PhaseScope phase(context_.watchdog, ProgressWatchdog::Phase::validation);
     const json record = validation_pass(done);
     const double loss = record["loss"].get<double>();
     validations_.push_back(record);
@@ -305,6 +308,7 @@ void ModelLoop::validate_and_checkpoint(int64_t done) {
 // ends the run, or a stop, before the run goes on.
 void ModelLoop::save_checkpoint(int64_t done, bool as_span) {
   if (logs_and_checkpoints_) {
+    const ProgressWatchdog::PhaseScope phase(context_.watchdog, ProgressWatchdog::Phase::checkpoint);
     std::optional<timing::ScopedSpan> span;
     if (as_span) span.emplace(timing::Stage::checkpoint, done - 1);
     nlohmann::json position = checkpoint_position(*setup_.schedule, done);
@@ -334,7 +338,11 @@ void ModelLoop::finish() {
     return;
   }
   context_.finish->still_working();
-  const json record = validation_pass(setup_.end_step);
+  json record;
+  {
+    const ProgressWatchdog::PhaseScope phase(context_.watchdog, ProgressWatchdog::Phase::validation);
+    record = validation_pass(setup_.end_step);
+  }
   const double final_loss = record["loss"].get<double>();
   context_.finish->still_working();
   validations_.push_back(record);

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/mpi_session.h"
+#include "runtime/train/progress_watchdog.h"
 #include "timing/span_recorder.h"
 
 namespace sluice::runtime {
@@ -45,6 +46,8 @@ void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* wh
   // model rank is alive, however slow its step, and names the one that went silent (not the
   // members merely waiting, as a deadline on the collective would).
   const Heartbeat* heartbeat = Heartbeat::process();
+  // The time waited is the other model ranks' (runtime/train/progress_watchdog.h).
+  const ProgressWatchdog::PeerWait waiting_on_peers(others_, what);
   int polls = 0;
   while (!requests.empty()) {
     int done = 0;

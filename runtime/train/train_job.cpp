@@ -27,6 +27,7 @@
 #include "runtime/train/finish_line.h"
 #include "runtime/train/mpi_gradient_reducer.h"
 #include "runtime/train/padding_summary.h"
+#include "runtime/train/progress_watchdog.h"
 #include "runtime/train/role_plan.h"
 #include "runtime/train/status_board.h"
 #include "runtime/train/train_run.h"
@@ -99,7 +100,7 @@ timing::RankTimeline timeline_identity(const MpiSession& session, const config::
   for (const std::string key : {"train.checkpoint_every", "train.validation_every", "train.log_every",
                                 "train.credits", "train.batch_size", "train.frame_budget", "train.reader_threads",
                                 "train.read_ahead", "cache.shard_size", "roles.data_per_node",
-                                "runtime.timeout_s", "model.size", "model.device"}) {
+                                "runtime.timeout_s", "runtime.timeouts", "model.size", "model.device"}) {
     const size_t dot = key.find('.');
     timeline.settings[key] = all[key.substr(0, dot)][key.substr(dot + 1)];
   }
@@ -328,6 +329,7 @@ void run_data_rank(RankRun& run, json& rank_stats) {
   };
   FeedOptions feed = run.feed;
   feed.after_send = [&](int64_t global) {
+    if (run.context.watchdog != nullptr) run.context.watchdog->stepped(global);
     if (!run.status.due()) return;
     RankStatus mine;
     mine.role = "data";
@@ -504,6 +506,19 @@ void claim_run_dir(const MpiSession& session, const TrainSettings& settings, con
   if (session.rank() == 0) write_cache_record(settings.run_dir, record);
 }
 
+// runtime.timeouts: measured: a progress watchdog on a rank whose own progress sluice reports: a
+// data rank that feeds, a model rank running the C++ model loop (a Python model rank's script
+// reports none). Made on the training thread, once the heartbeat runs.
+std::unique_ptr<ProgressWatchdog> make_progress_watchdog(const MpiSession& session, const TrainSettings& settings,
+                                                         const RankPlacement& me, const TrainOptions& options) {
+  if (!settings.progress.measured || session.size() == 1) return nullptr;
+  const bool cxx_model_loop = !options.model_side && options.torch != nullptr;
+  const bool feeds = me.role != Role::model && !settings.replay_from_memory;
+  if (me.role == Role::data ? !feeds : !cxx_model_loop) return nullptr;
+  return std::make_unique<ProgressWatchdog>(session, settings.progress, role_name(me),
+                                            abort_grace_s(settings.timeout_s));
+}
+
 void write_rank_stats(const MpiSession& session, const fs::path& run_dir, json& rank_stats) {
   rank_stats["peak_rss_bytes"] = peak_rss_bytes();
   fs::create_directories(run_dir / "ranks");
@@ -548,6 +563,8 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   session.limit_heartbeat(heartbeat_peers(setup.roles, session.rank(), session.size()));
   FinishLine finish(session, settings.timeout_s, finish_line_watchers(session, setup, me));
   context.finish = &finish;
+  const std::unique_ptr<ProgressWatchdog> watchdog = make_progress_watchdog(session, settings, me, options);
+  context.watchdog = watchdog.get();
   context.features = feature_settings(settings, reader);
   // Outlives the feeder and its batches (pinned memory).
   const std::unique_ptr<DataSide> data_side =
@@ -568,8 +585,14 @@ int run_train(const MpiSession& session, const config::Config& given, const Trai
   json rank_stats;
   try {
     run_role(run, rank_stats);
+    // This rank's part is over: the others' pace is theirs (the heartbeat still names a silent one).
+    if (watchdog) watchdog->begin_phase(ProgressWatchdog::Phase::done);
+    rank_stats["progress_deadline"] =
+        watchdog ? watchdog->to_json()
+                 : json{{"role", role_name(me)}, {"mode", settings.progress.measured ? "unwatched" : "fixed"}};
     finish.wait_for_everyone();
   } catch (const Error& error) {
+    if (watchdog) watchdog->begin_phase(ProgressWatchdog::Phase::done);  // the error ends this rank, not a stall
     rank_timing.write_failed(settings.run_dir, error.what(), context.waiting_for, rank_stats);
     throw;
   }

@@ -20,6 +20,8 @@
 
 namespace sluice::runtime {
 
+class ProgressWatchdog;  // runtime/train/progress_watchdog.h
+
 // Everything a rank needs to know about the run, computed identically everywhere.
 struct RunSetup {
   RolePlan roles;
@@ -45,6 +47,9 @@ struct RankContext {
   // Model ranks with peers: measures the all-reduce baseline for `floats` gradient values.
   std::function<double(size_t floats)> measure_allreduce;
   FinishLine* finish = nullptr;
+  // runtime.timeouts: measured, on a data rank and a C++ model rank: its own progress is reported
+  // to it (stepped(), phases); nullptr otherwise.
+  ProgressWatchdog* watchdog = nullptr;
   timing::InjectedDelay delay;
   int waiting_for = -1;
   // This rank's share of the node's cores: libtorch's thread pool on a C++ model rank; a Python

@@ -54,6 +54,11 @@ TrainSettings TrainSettings::read(const config::Config& config) {
   settings.cache_dir = config.string("cache.dir");
   settings.timeout_s = config.number("runtime.timeout_s");
   settings.status_every_s = config.number("runtime.status_every_s");
+  settings.progress.measured = config.string("runtime.timeouts") == "measured";
+  settings.progress.factor = config.number("runtime.timeout_factor");
+  settings.progress.min_s = config.number("runtime.timeout_min_s");
+  settings.progress.startup_s = config.number("runtime.startup_timeout_s");
+  settings.progress.warmup_steps = config.integer("runtime.timeout_warmup_steps");
   settings.roles = role_settings(config);
   settings.plan = batch_plan_config(config);
   settings.mixture = parse_mixture(config.string("train.mixture"));

@@ -2,6 +2,7 @@
 // The train job's settings, typed: read once from the config (runtime/settings.h holds the one
 // schema, with every default and range) and passed down, so that no piece of the job reads a
 // key by its name.
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -27,12 +28,22 @@ bool operator==(const MixtureEntry& a, const MixtureEntry& b);
 // A weight that is not a number above 0 is a ConfigError naming the entry.
 std::vector<MixtureEntry> parse_mixture(const std::string& text);
 
+// runtime.timeouts and the measured deadlines' settings (runtime/train/progress_watchdog.h).
+struct ProgressTimeouts {
+  bool measured = false;      // runtime.timeouts: measured (fixed: no watchdog)
+  double factor = 5;          // runtime.timeout_factor
+  double min_s = 10;          // runtime.timeout_min_s
+  double startup_s = 600;     // runtime.startup_timeout_s
+  int64_t warmup_steps = 10;  // runtime.timeout_warmup_steps
+};
+
 struct TrainSettings {
   std::filesystem::path run_dir;  // train.run_dir
   std::string cache_dir;          // cache.dir
   std::vector<MixtureEntry> mixture;  // train.mixture (empty: cache.dir alone); plan.mixture's weights
   double timeout_s = 120;         // runtime.timeout_s: every wait across ranks
   double status_every_s = 10;     // runtime.status_every_s
+  ProgressTimeouts progress;      // runtime.timeouts and its measured deadlines
 
   // roles.* and model.device (roles.model_needs_gpu); the hosts and GPUs of a run are added by
   // role_plan_request().
@@ -78,6 +89,11 @@ struct TrainSettings {
 // The feature transform's settings with the cache's mel statistics when train.normalize_mels is
 // on. Throws ConfigError when the cache has none.
 model::FeatureTransformSettings feature_settings(const TrainSettings& settings, const cache::CacheReader& reader);
+
+// How long a failing rank of `sluice train` lets the others name it and write their timelines
+// before it aborts the job (launcher/launch.cpp, end_job; the progress watchdog): half of
+// runtime.timeout_s, 1 to 3 s.
+inline double abort_grace_s(double timeout_s) { return std::clamp(0.5 * timeout_s, 1.0, 3.0); }
 
 // train.*: the batch plan settings (bucket edges, batch size or frame budget, seed, padding).
 BatchPlanConfig batch_plan_config(const config::Config& config);

@@ -106,6 +106,47 @@ TEST(TrainReport, ReportJsonHasTheDocumentedFields) {
   EXPECT_EQ(j["settings"]["train.credits"], 3);
 }
 
+// runtime.timeouts: measured (runtime/train/progress_watchdog.h): each rank's summary has its
+// deadlines; report.json's progress_deadlines and report.md's table have one entry a role (the
+// largest deadline of its ranks), however many ranks.
+TEST(TrainReport, ProgressDeadlinesAreOneEntryARole) {
+  testing::SyntheticTrain run;
+  auto timelines = make_train_timelines(run);
+  for (auto& t : timelines) {
+    const double p99 = t.role == "model" ? 0.1 * t.rank : 0.01;
+    t.summary["progress_deadline"] = {
+        {"role", t.role},
+        {"mode", "measured"},
+        {"step", {{"measured", 80 - t.rank}, {"warmup", 10}, {"p99_s", p99}, {"factor", 5.0}, {"min_s", 0.2},
+                  {"startup_s", 600.0}, {"deadline_s", std::max(0.2, 5 * p99)}, {"from", "measured"}}},
+        {"checkpoint", {{"measured", 0}, {"deadline_s", 600.0}}},
+        {"validation", {{"measured", 1}, {"deadline_s", 3.0}}}};
+  }
+  const fs::path dir = run_dir("train-progress-deadlines");
+  for (const auto& t : timelines) timing::write_timeline(dir, t);
+  write_train_report(dir);
+  const json deadlines = read_json(dir / "report.json")["progress_deadlines"];
+  ASSERT_EQ(deadlines.size(), 2u) << deadlines.dump(2);
+  const json& data = deadlines[0];
+  const json& model = deadlines[1];
+  EXPECT_EQ(data["role"], "data");
+  EXPECT_EQ(data["ranks"], 1);
+  EXPECT_DOUBLE_EQ(data["step_deadline_s"].get<double>(), 0.2);
+  EXPECT_EQ(model["role"], "model");
+  EXPECT_EQ(model["ranks"], 2);
+  EXPECT_EQ(model["mode"], "measured");
+  EXPECT_EQ(model["warmup_steps"], 10);
+  EXPECT_DOUBLE_EQ(model["factor"].get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(model["step_p99_s"].get<double>(), 0.2) << "the largest of the role's ranks";
+  EXPECT_DOUBLE_EQ(model["step_deadline_s"].get<double>(), 1.0);
+  EXPECT_EQ(model["steps_measured"], 78) << "the fewest of the role's ranks";
+  EXPECT_TRUE(model["checkpoint_deadline_s"].is_null()) << "no model rank measured a checkpoint";
+  EXPECT_DOUBLE_EQ(model["validation_deadline_s"].get<double>(), 3.0);
+  const std::string md = read_file(dir / "report.md");
+  EXPECT_NE(md.find("## Progress deadlines (runtime.timeouts)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| model | 2 | measured | 10 | 0.2 | 5 | 1 | - |"), std::string::npos) << md;
+}
+
 // GPU busy, the headline of a run on GPUs: each model rank's share of its steady time in gpu_step
 // spans (CUDA events), pooled over the ranks, the least busy named; absent for CPU model ranks.
 TEST(TrainReport, GpuBusyIsTheHeadlineWhenTheModelRanksTimedTheirGpu) {

@@ -8,14 +8,27 @@
 //    by the ranks waiting on it, no innocent rank named, and the job exits non-zero.
 // Dead ranks: TrainJob.KilledDataRankEndsTheJobAndIsNamed, FeedPeerExit.*; a stopped data rank:
 // TrainJob.SilentDataRankIsNamedAndTheJobEnds.
+// runtime.timeouts: measured (runtime/train/progress_watchdog.h), with runtime.timeout_s at its
+// default 120 s and deadlines measured from the run (at least runtime.timeout_min_s = 5 s):
+//  - a data rank stopped (SIGSTOP) after the warm-up is named by the model ranks waiting on it
+//    long before runtime.timeout_s;
+//  - a model rank whose training thread alone is stopped (ptrace) while its heartbeat beats is
+//    named stuck by its own watchdog;
+//  - a model rank slowed step by step (CPU quota 50%, 25%, 12% of a core) finishes.
 #include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -175,9 +188,35 @@ class Liveness : public ::testing::Test {
            " --set runtime.timeout_s=" + std::to_string(timeout_s);
   }
 
+  // The same job with runtime.timeouts: measured, the heartbeat's runtime.timeout_s at 120 s.
+  static std::string train_measured(const fs::path& run_dir, int steps) {
+    return std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 3 " + SLUICE_BINARY +
+           " train --cache " + cache_.string() + " --run-dir " + run_dir.string() + " --steps " +
+           std::to_string(steps) +
+           " --set train.n_buckets=2 --set train.batch_size=4 --set optim.warmup_steps=10 --set train.log_every=5"
+           " --set runtime.timeout_s=120 --set runtime.timeouts=measured --set runtime.timeout_min_s=5"
+           " --set runtime.timeout_warmup_steps=10";
+  }
+
   static fs::path cache_;
 };
 fs::path Liveness::cache_;
+
+// The last `step N/` line's N in `output` (the first model rank logs every train.log_every steps).
+int last_logged_step(const std::string& output) {
+  const auto at = output.rfind("] step ");
+  return at == std::string::npos ? -1 : std::atoi(output.c_str() + at + 7);
+}
+
+// The line of `output` that holds `text`, or "".
+std::string line_with(const std::string& output, const std::string& text) {
+  const auto at = output.find(text);
+  if (at == std::string::npos) return "";
+  const auto begin = output.rfind('\n', at);
+  const auto end = output.find('\n', at);
+  return output.substr(begin == std::string::npos ? 0 : begin + 1,
+                       (end == std::string::npos ? output.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
+}
 
 // SIGSTOP / SIGCONT cycles, each stop shorter than the deadline, for `seconds`: a rank whose
 // steps take long, where no cgroup can hold it to a CPU share.
@@ -254,6 +293,134 @@ TEST_F(Liveness, StoppedModelRankIsNamedWithinTwiceTheDeadline) {
     ++blamed;
   }
   EXPECT_GT(blamed, 0u) << output;
+}
+
+// A data rank stopped for good after the warm-up: its model ranks wait for their batches past
+// their measured deadline, find it silent, and name it (rank and host) in seconds, not after
+// runtime.timeout_s (120 s); the job exits 1.
+TEST_F(Liveness, TimeoutMeasuredNamesAStoppedDataRankLongBeforeTimeoutS) {
+  const fs::path run_dir = test::scratch_dir("liveness-test", "measured-stopped-data");
+  Job job(train_measured(run_dir, 100000), run_dir);
+  ASSERT_TRUE(job.wait_for("step 15/", 240)) << "the run did not reach step 15:\n" << job.output();
+  const pid_t stopped = job.rank_pid(0);
+  ASSERT_GT(stopped, 0) << job.output();
+  const auto sent = Clock::now();
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  const bool named = job.wait_for("[error] rank ", 100);
+  const double named_after = since(sent);
+  const int code = job.exit_code(60);
+  const std::string output = job.output();
+  ASSERT_TRUE(named) << output;
+  std::printf("the stopped data rank was named %.1f s after its SIGSTOP (runtime.timeout_s 120)\n", named_after);
+  EXPECT_LT(named_after, 60) << "not named well before runtime.timeout_s:\n" << output;
+  // The naming rank aborts with 1; a rank unwinding an all-reduce in flight may crash first (139).
+  EXPECT_GT(code, 0) << output;
+  const std::string line = line_with(output, "[error] rank ");
+  EXPECT_NE(line.find("rank 0 (host "), std::string::npos) << line;
+  EXPECT_NE(line.find(" gave no sign of life for "), std::string::npos) << line;
+  EXPECT_NE(line.find("waiting: its batch from its data rank"), std::string::npos) << line;
+  EXPECT_NE(line.find("progress deadline "), std::string::npos) << line;
+  // Only rank 0 is named silent: the model ranks were only waiting on it.
+  for (auto at = output.find(" gave no sign of life"); at != std::string::npos;
+       at = output.find(" gave no sign of life", at + 1)) {
+    const auto begin = output.rfind(':', at);
+    EXPECT_NE(output.substr(begin, at - begin).find("rank 0 (host "), std::string::npos)
+        << output.substr(begin, at - begin);
+  }
+}
+
+// A model rank whose training thread alone is stopped (ptrace: PTRACE_SEIZE and PTRACE_INTERRUPT
+// of its main thread, leaving its heartbeat thread beating): the heartbeat would wait on it for
+// ever; its own progress watchdog names it stuck, with its training thread's state, and the job
+// exits 1. The ranks waiting on it (its data rank, the other model rank) are not named.
+TEST_F(Liveness, TimeoutMeasuredNamesAModelRankStuckWhileItsHeartbeatBeats) {
+  const fs::path run_dir = test::scratch_dir("liveness-test", "measured-stuck-model");
+  Job job(train_measured(run_dir, 100000), run_dir);
+  ASSERT_TRUE(job.wait_for("step 15/", 240)) << "the run did not reach step 15:\n" << job.output();
+  const pid_t rank2 = job.rank_pid(2);
+  ASSERT_GT(rank2, 0) << job.output();
+  // The main thread's tid is the process id; the other threads (heartbeat, watchdog, torch) run on.
+  ASSERT_EQ(::ptrace(PTRACE_SEIZE, rank2, nullptr, nullptr), 0) << "ptrace(PTRACE_SEIZE): " << std::strerror(errno);
+  // Let go of the thread once it is named (or the test ends): a traced process that dies is
+  // reported to its tracer first, and mpirun would wait for it.
+  struct Detach {
+    explicit Detach(pid_t traced) : tid(traced) {}
+    ~Detach() { ::ptrace(PTRACE_DETACH, tid, nullptr, nullptr); }
+    Detach(const Detach&) = delete;
+    Detach& operator=(const Detach&) = delete;
+    pid_t tid;
+  };
+  std::optional<Detach> detach(std::in_place, rank2);
+  const auto sent = Clock::now();
+  ASSERT_EQ(::ptrace(PTRACE_INTERRUPT, rank2, nullptr, nullptr), 0) << std::strerror(errno);
+  const bool named = job.wait_for(" is stuck: no progress for ", 100);
+  const double named_after = since(sent);
+  detach.reset();
+  const int code = job.exit_code(60);
+  const std::string output = job.output();
+  ASSERT_TRUE(named) << output;
+  std::printf("the model rank whose training thread was stopped was named stuck %.1f s after\n", named_after);
+  EXPECT_LT(named_after, 60) << output;
+  // Rank 2 aborts with 1; rank 1, unwinding the all-reduce it was in when rank 2 announced its
+  // failure, has crashed first in Open MPI's libnbc progress (exit 139; seen in 3 of 4 runs).
+  EXPECT_GT(code, 0) << output;
+  const std::string line = line_with(output, " is stuck: no progress for ");
+  EXPECT_NE(line.find("rank 2 (host "), std::string::npos) << line;
+  EXPECT_NE(line.find("while its heartbeat still beats"), std::string::npos) << line;
+  EXPECT_NE(line.find("stopped by a tracer"), std::string::npos) << line;
+  for (auto at = output.find(" is stuck: "); at != std::string::npos; at = output.find(" is stuck: ", at + 1)) {
+    const auto rank_at = output.rfind("rank ", at);
+    EXPECT_EQ(output.substr(rank_at, 7), "rank 2 ") << "only rank 2 is stuck:\n" << output;
+  }
+  // Its heartbeat beat: a rank waiting on it names none silent (unless rank 2's stop held an MPI
+  // lock its heartbeat thread needed: then rank 2 is the one named silent, by the ranks waiting on it).
+  for (auto at = output.find(" gave no sign of life"); at != std::string::npos;
+       at = output.find(" gave no sign of life", at + 1)) {
+    const auto rank_at = output.rfind("rank ", at);
+    EXPECT_EQ(output.substr(rank_at, 7), "rank 2 ") << output;
+  }
+}
+
+// A model rank slowed step by step (CPU quota 50%, then 25%, then 12% of a core, each for five
+// logged steps) while the deadlines are measured: its deadline follows its step times, nobody is
+// named, and the run finishes with exit 0.
+TEST_F(Liveness, TimeoutMeasuredLetsASlowedButHealthyRunFinish) {
+  const fs::path run_dir = test::scratch_dir("liveness-test", "measured-slowed");
+  constexpr int steps = 60;  // 15 at full speed, then at least 5 at each quota
+  Job job(train_measured(run_dir, steps), run_dir);
+  ASSERT_TRUE(job.wait_for("step 15/", 240)) << "the run did not reach step 15:\n" << job.output();
+  const pid_t slow = job.rank_pid(2);
+  ASSERT_GT(slow, 0) << job.output();
+  CpuQuota quota("sluice-liveness-measured-" + std::to_string(::getpid()));
+  if (!quota.available()) GTEST_SKIP() << "no cgroup can be made here to hold a rank to a CPU quota";
+  for (const int percent : {50, 25, 12}) {
+    ASSERT_TRUE(quota.hold(slow, percent)) << "could not hold rank 2 to " << percent << "% of a core";
+    const int from = last_logged_step(job.output());
+    // Five more steps at this share (one log line), or the end of the run.
+    while (!job.ended() && last_logged_step(job.output()) < from + 5) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::printf("step %d at %d%% of a core\n", last_logged_step(job.output()), percent);
+  }
+  EXPECT_GT(quota.throttled(), 0) << "the quota never throttled rank 2";
+  quota.release();
+  const int code = job.exit_code(240);
+  const std::string output = job.output();
+  ASSERT_EQ(code, 0) << output;
+  EXPECT_EQ(output.find("[error]"), std::string::npos) << output;
+  const json rank2 = json::parse(slurp(run_dir / "ranks" / "rank-2.json"));
+  EXPECT_EQ(rank2["steps"], steps);
+  // Its deadline was measured (not the start-up one).
+  const json& step = rank2["progress_deadline"]["step"];
+  EXPECT_NE(step["from"], "startup_timeout_s") << rank2["progress_deadline"].dump(2);
+  EXPECT_GT(step["measured"].get<int64_t>(), 10) << step.dump(2);
+  EXPECT_GE(step["deadline_s"].get<double>(), 5.0) << step.dump(2);
+  std::printf("rank 2's step deadline at the end: %.2f s (p99 %.3f s over %lld steps)\n",
+              step["deadline_s"].get<double>(), step["p99_s"].get<double>(),
+              static_cast<long long>(step["measured"].get<int64_t>()));
+  const json report = json::parse(slurp(run_dir / "report.json"));
+  ASSERT_TRUE(report["progress_deadlines"].is_array()) << report["progress_deadlines"].dump(2);
+  EXPECT_EQ(report["progress_deadlines"].size(), 2u) << "one entry a role";
 }
 
 }  // namespace

@@ -42,6 +42,35 @@ TEST(RestartFaultReading, ASilentRankOutranksTheExitsAndKillsThatFollowIt) {
   EXPECT_FALSE(f.hardware_looking());
 }
 
+// runtime.timeouts: measured (runtime/train/progress_watchdog.cpp): a rank whose heartbeat beats
+// but whose training made no progress names itself; the exit and kill lines that follow are its
+// consequences. A stopped rank named by the watchdog of a rank waiting on it reads as silent.
+TEST(RestartFaultReading, AStuckRankNamedByItsWatchdogOutranksTheExitsThatFollow) {
+  const RoundFault f = read_lines(
+      {"[2@box] [runtime] [error] rank 2 (host box) is stuck: no progress for 6.3 s at global step 41 (model rank; "
+       "progress deadline 5.00 s = runtime.timeout_min_s (runtime.timeout_factor 5.00 x the p99 0.08 s of the last "
+       "steps measured is less)), while its heartbeat still beats; its training thread (tid 4243) is stopped by a "
+       "tracer (a debugger)",
+       "mpirun noticed that process rank 2 with PID 4242 on node box exited on non-zero status 1",
+       "mpirun noticed that process rank 1 with PID 4241 on node box exited on signal 9 (Killed)."});
+  EXPECT_EQ(f.kind, FaultKind::stuck);
+  EXPECT_EQ(f.rank, 2);
+  EXPECT_EQ(f.host, "box");
+  EXPECT_DOUBLE_EQ(f.stuck_s, 6.3);
+  EXPECT_FALSE(f.hardware_looking());
+  EXPECT_EQ(f.describe(), "rank 2 (host box) made no progress for 6.3 s (stuck)");
+  EXPECT_EQ(f.to_json()["kind"], "stuck");
+  EXPECT_DOUBLE_EQ(f.to_json()["stuck_s"].get<double>(), 6.3);
+
+  const RoundFault stopped = read_lines(
+      {"[1@box] [runtime] [error] rank 1 (host box) made no progress for 5.4 s at global step 17, waiting: its batch "
+       "from its data rank (progress deadline 5.00 s = runtime.timeout_min_s): rank 0 (host box) gave no sign of "
+       "life for 5.2 s: it is stopped, dead or cut off from this rank"});
+  EXPECT_EQ(stopped.kind, FaultKind::silent);
+  EXPECT_EQ(stopped.rank, 0) << "the stopped rank, not the one that waited on it";
+  EXPECT_DOUBLE_EQ(stopped.silent_s, 5.2);
+}
+
 TEST(RestartFaultReading, SrunsTaskLinesAndNodeFailure) {
   RoundFault f = read_lines({"srun: error: c17: task 5: Killed", "srun: error: c17: tasks 0-4,6: Killed"});
   EXPECT_EQ(f.kind, FaultKind::killed);
