@@ -243,14 +243,17 @@ void validation_section(ReportDocument& doc, const json& validation, const json&
 json progress_deadlines_json(const TrainAnalysis& a) {
   std::map<std::string, json> roles;
   for (const auto& t : a.timelines) {
-    const json& p = t.summary.value("progress_deadline", json());
+    // A rank that failed may have written no summary (null), or an older build's without deadlines.
+    if (!t.summary.is_object()) continue;
+    const json p = t.summary.value("progress_deadline", json());
     if (!p.is_object()) continue;
+    const json step = p.value("step", json::object());
+    if (!step.is_object()) continue;
     json& role = roles[t.role];
     const std::string mode = p.value("mode", "fixed");
     if (role.is_null()) {
       role = {{"role", t.role}, {"ranks", 0}, {"mode", mode}};
       if (mode == "measured") {
-        const json& step = p["step"];
         role["warmup_steps"] = step.value("warmup", int64_t{0});
         role["percentile"] = "p99 of the last 100";
         role["factor"] = step.value("factor", 0.0);
@@ -268,12 +271,12 @@ json progress_deadlines_json(const TrainAnalysis& a) {
     }
     role["ranks"] = role["ranks"].get<int>() + 1;
     if (mode != "measured" || role["mode"] != "measured") continue;
-    role["steps_measured"] = std::min(role["steps_measured"].get<int64_t>(), p["step"].value("measured", int64_t{0}));
+    role["steps_measured"] = std::min(role["steps_measured"].get<int64_t>(), step.value("measured", int64_t{0}));
     for (const char* kind : {"step", "checkpoint", "validation"}) {
       // A rank that measured none (a model rank that writes no checkpoint, a data rank's
       // validation) says nothing of the role's deadline.
-      const json& d = p.value(kind, json::object());
-      if (d.value("measured", int64_t{0}) == 0) continue;
+      const json d = p.value(kind, json::object());
+      if (!d.is_object() || d.value("measured", int64_t{0}) == 0) continue;
       for (const char* number : {"p99_s", "deadline_s"}) {
         json& most = role[std::string(kind) + "_" + number];
         most = most.is_null() ? d.value(number, 0.0) : std::max(most.get<double>(), d.value(number, 0.0));
