@@ -176,8 +176,5 @@ TEST(TransportBench, OnAGpuTheGpuTableHasARowOfNumbers) {
 }  // namespace sluice::benchmark
 
 int main(int argc, char** argv) {
-  sluice::MpiSession session(&argc, &argv);
-  sluice::benchmark::session = &session;
-  ::testing::InitGoogleTest(&argc, argv);
-  return sluice::test::run_all_tests_on_every_rank(session);
+  return sluice::test::mpi_test_main(argc, argv, [](sluice::MpiSession* s) { sluice::benchmark::session = s; });
 }

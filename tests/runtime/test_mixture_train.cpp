@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/command.h"
+#include "tests/support/report_json.h"
+#include "tests/support/text_file.h"
 
 namespace sluice {
 namespace {
@@ -24,15 +26,8 @@ using test::CommandResult;
 CommandResult run(const std::string& command) { return test::run_command(command); }
 fs::path scratch(const std::string& name) { return test::scratch_dir("mixture-test", name); }
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using test::read_json;
+using test::read_text;
 
 class Mixture : public ::testing::Test {
  protected:

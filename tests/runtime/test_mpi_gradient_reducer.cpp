@@ -51,12 +51,5 @@ INSTANTIATE_TEST_SUITE_P(Mpi, GradientReducerSuite,
 }  // namespace sluice::runtime
 
 int main(int argc, char** argv) {
-  sluice::MpiSession session(&argc, &argv);
-  sluice::runtime::session = &session;
-  ::testing::InitGoogleTest(&argc, argv);
-  if (session.rank() != 0) {
-    // Progress comes from rank 0 alone; the other ranks print their own failures to stderr.
-    if (std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
-  }
-  return sluice::test::run_all_tests_on_every_rank(session);
+  return sluice::test::mpi_test_main(argc, argv, [](sluice::MpiSession* s) { sluice::runtime::session = s; });
 }

@@ -5,6 +5,7 @@
 // rather than leaving the others waiting).
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -52,6 +53,17 @@ inline int run_all_tests_on_every_rank(const MpiSession& session, double deadlin
     }
   }
   return worst;
+}
+
+// The whole main() of an MPI test executable: one MpiSession, as in production, handed to the
+// tests through `publish`; gtest's listing (gtest_discover_tests) and progress come from rank 0
+// alone, the other ranks print only their own failures (to stderr, tagged with the rank).
+inline int mpi_test_main(int argc, char** argv, const std::function<void(MpiSession*)>& publish) {
+  MpiSession session(&argc, &argv);
+  publish(&session);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (session.rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
+  return run_all_tests_on_every_rank(session);
 }
 
 }  // namespace sluice::test

@@ -42,8 +42,5 @@ TEST(ClockSync, SameHostOffsetIsZeroWithinTheUncertainty) {
 }  // namespace sluice::timing
 
 int main(int argc, char** argv) {
-  sluice::MpiSession session(&argc, &argv);
-  sluice::timing::session = &session;
-  ::testing::InitGoogleTest(&argc, argv);
-  return sluice::test::run_all_tests_on_every_rank(session);
+  return sluice::test::mpi_test_main(argc, argv, [](sluice::MpiSession* s) { sluice::timing::session = s; });
 }

@@ -10,12 +10,5 @@
 #include "tests/support/mpi_gtest.h"
 
 int main(int argc, char** argv) {
-  sluice::MpiSession session(&argc, &argv);
-  sluice::transport::testing::set_test_session(&session);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (session.rank() != 0) {
-    // Test listings (gtest_discover_tests) and progress come from rank 0 alone.
-    if (std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
-  }
-  return sluice::test::run_all_tests_on_every_rank(session);
+  return sluice::test::mpi_test_main(argc, argv, [](sluice::MpiSession* s) { sluice::transport::testing::set_test_session(s); });
 }
