@@ -99,8 +99,8 @@ void MpiCommunicator::free() noexcept {
   int finalised = 0;
   // After MPI_Finalize there is nothing left to free (and an MPI that cannot say is not asked to).
   if (check_mpi_or_warn(MPI_Finalized(&finalised), "MPI_Finalized") && !finalised) {
-    // Local in practice: it marks the communicator for release once pending requests complete,
-    // so a failed run (a reduction still outstanding) does not wait here.
+    // Local: it marks the communicator for release once pending point-to-point requests
+    // complete, so a failed run does not wait here (a collective left in flight: abandon()).
     check_mpi_or_warn(MPI_Comm_free(&comm_), "MPI_Comm_free");
   }
   comm_ = MPI_COMM_NULL;

@@ -38,6 +38,10 @@ class MpiCommunicator {
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   MPI_Comm get() const { return comm_; }
+  // Gives the communicator up without freeing it, for a collective an error left in flight: the
+  // standard lets MPI_Comm_free wait for it, but Open MPI's libnbc went on using the freed
+  // communicator and crashed (runtime/train/mpi_gradient_reducer.cpp). The process is ending.
+  void abandon() noexcept { comm_ = MPI_COMM_NULL; }
   bool member() const { return comm_ != MPI_COMM_NULL; }
   // This rank's place in it and its size (checked; a member only).
   int rank() const;

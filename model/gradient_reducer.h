@@ -46,6 +46,13 @@ class GradientReducer {
   // Bucket size cap in bytes; a transport may prefer another size (latency vs overlap).
   virtual size_t bucket_bytes() const { return size_t{25} << 20; }
 
+  // True when an error left a started reduction unfinished (start() or all_reduce_sum() threw
+  // while waiting). A non-blocking collective cannot be cancelled or freed (MPI forbids it; Open
+  // MPI's libnbc crashed on the freed request in the next call's progress), so it may go on reading
+  // and writing its buffers until the process ends: their owner keeps them (the Trainer's gradient
+  // buffer is kept, not freed). The job is ending then: the error reaches the launcher, which aborts.
+  virtual bool in_flight() const { return false; }
+
   // True when `data` may point to CUDA memory (CUDA-aware MPI, NCCL). Otherwise a CUDA trainer
   // stages each bucket through pinned host memory.
   virtual bool accepts_device_memory() const { return false; }

@@ -188,6 +188,9 @@ std::string shape_string(const torch::Tensor& tensor) {
 struct Trainer::Impl {
   Impl(const ModelConfig& model_config, const OptimizerConfig& optimizer_config, uint64_t seed,
        GradientReducer* reducer);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   BatchTensors wrap(const BatchView& view) const;
   void check_batch(const BatchTensors& batch, const BatchView& view) const;
@@ -237,6 +240,15 @@ struct Trainer::Impl {
   size_t next_bucket = 0;        // buckets start strictly in id order
   std::exception_ptr hook_error;
 };
+
+Trainer::Impl::~Impl() {
+  // A reduction an error left running may still read and write the gradient buffer (see
+  // GradientReducer::in_flight): it is kept for the rest of the process, which is ending.
+  if (reducer != nullptr && reducer->in_flight()) {
+    new torch::Tensor(std::move(flat_grad));  // NOLINT: deliberately never deleted
+    if (host_staging.defined()) new torch::Tensor(std::move(host_staging));  // NOLINT: as above
+  }
+}
 
 Trainer::Impl::Impl(const ModelConfig& model_config_in, const OptimizerConfig& optimizer_config_in,
                     uint64_t seed_in, GradientReducer* reducer_in)

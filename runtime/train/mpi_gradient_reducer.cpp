@@ -14,12 +14,14 @@
 namespace sluice::runtime {
 
 MpiGradientReducer::MpiGradientReducer(MPI_Comm model_comm, double timeout_s, std::string names)
-    : comm_(model_comm), timeout_s_(timeout_s), names_(std::move(names)) {
-  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank(model ranks)");
-  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size(model ranks)");
+    : comm_(MpiCommunicator::duplicate(model_comm, "the gradient reduction's communicator")),
+      timeout_s_(timeout_s),
+      names_(std::move(names)) {
+  rank_ = comm_.rank();
+  size_ = comm_.size();
   // The other members as world ranks: the heartbeat knows ranks of the world.
   MPI_Group group, world;
-  check_mpi(MPI_Comm_group(comm_, &group), "MPI_Comm_group(model ranks)");
+  check_mpi(MPI_Comm_group(comm_.get(), &group), "MPI_Comm_group(model ranks)");
   check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group(world)");
   std::vector<int> members(static_cast<size_t>(size_)), in_world(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) members[static_cast<size_t>(r)] = r;
@@ -33,10 +35,22 @@ MpiGradientReducer::MpiGradientReducer(MPI_Comm model_comm, double timeout_s, st
 }
 
 MpiGradientReducer::~MpiGradientReducer() {
-  // Requests left by an error: the job is ending; freeing them lets MPI_Finalize proceed.
-  for (auto& request : pending_) {
-    if (request != MPI_REQUEST_NULL) check_mpi_or_warn(MPI_Request_free(&request), "MPI_Request_free(gradient all-reduce)");
+  // Requests an error left in flight are not freed: MPI_Request_free of a non-blocking collective
+  // is erroneous, and Open MPI's libnbc, given one, failed with MPI_ERR_REQUEST and crashed the
+  // rank (SIGSEGV) in the heartbeat thread's next MPI call. The collective may still use what it
+  // was given: the communicator is not freed, the small reductions' memory is kept, as the
+  // Trainer keeps its gradients (in_flight()). The job is ending; MPI_Abort or MPI_Finalize follows.
+  if (in_flight()) {
+    comm_.abandon();
+    new std::vector<float>(std::move(small_));  // NOLINT: deliberately never deleted
   }
+}
+
+bool MpiGradientReducer::in_flight() const {
+  const auto active = [](const std::vector<MPI_Request>& requests) {
+    return std::any_of(requests.begin(), requests.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+  };
+  return active(pending_) || active(abandoned_);
 }
 
 void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* what) {
@@ -80,17 +94,29 @@ void MpiGradientReducer::wait(std::vector<MPI_Request>& requests, const char* wh
 }
 
 void MpiGradientReducer::all_reduce_sum(float* data, size_t count) {
+  constexpr size_t small_floats = 16384;  // 64 KiB: the run's flags and losses, not measure_bandwidth's
+  float* reduced = data;
+  if (count <= small_floats) {
+    small_.assign(data, data + count);
+    reduced = small_.data();
+  }
   std::vector<MPI_Request> requests;
   for (size_t offset = 0; offset < count;) {
     // MPI counts are int: split reductions larger than 2^31 - 1 elements.
     const size_t piece = std::min(count - offset, static_cast<size_t>(INT_MAX));
     requests.emplace_back();
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + offset, static_cast<int>(piece), MPI_FLOAT, MPI_SUM, comm_,
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, reduced + offset, static_cast<int>(piece), MPI_FLOAT, MPI_SUM, comm_.get(),
                              &requests.back()),
               "MPI_Iallreduce(gradients)");
     offset += piece;
   }
-  wait(requests, "gradient all-reduce");
+  try {
+    wait(requests, "gradient all-reduce");
+  } catch (...) {
+    abandoned_.insert(abandoned_.end(), requests.begin(), requests.end());
+    throw;
+  }
+  if (reduced != data) std::copy(small_.begin(), small_.end(), data);
 }
 
 double MpiGradientReducer::measure_bandwidth(size_t floats, int repeats) {
@@ -99,7 +125,12 @@ double MpiGradientReducer::measure_bandwidth(size_t floats, int repeats) {
   double best = 1e300;
   for (int i = 0; i < repeats; ++i) {
     const auto begin = std::chrono::steady_clock::now();
-    all_reduce_sum(buffer.data(), buffer.size());
+    try {
+      all_reduce_sum(buffer.data(), buffer.size());
+    } catch (...) {
+      if (in_flight()) new std::vector<float>(std::move(buffer));  // NOLINT: kept, as in ~MpiGradientReducer
+      throw;
+    }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }
   exposed_seconds_ = exposed;
@@ -112,7 +143,7 @@ void MpiGradientReducer::start(int /*bucket_id*/, float* data, size_t count) {
   if (first_start_ns_ < 0) first_start_ns_ = timing::now_ns();
   pending_bytes_ += static_cast<int64_t>(count * sizeof(float));
   pending_.emplace_back();
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_, &pending_.back()),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_.get(), &pending_.back()),
             "MPI_Iallreduce(gradient bucket)");
   // Open MPI progresses non-blocking collectives only inside MPI calls; testing here, once per
   // bucket, moves the earlier buckets along while backward computes the next ones.

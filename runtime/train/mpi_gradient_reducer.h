@@ -9,14 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "common/mpi_handle.h"
 #include "model/gradient_reducer.h"
 
 namespace sluice::runtime {
 
 class MpiGradientReducer : public model::GradientReducer {
  public:
-  // `model_comm` holds exactly the model ranks; `names` describes the other members (rank and
-  // host) for errors.
+  // `model_comm` holds exactly the model ranks; collective over it (the reducer works on a
+  // duplicate of its own, which it keeps past an error that leaves a reduction in flight).
+  // `names` describes the other members (rank and host) for errors.
   MpiGradientReducer(MPI_Comm model_comm, double timeout_s, std::string names);
   ~MpiGradientReducer() override;
 
@@ -25,6 +27,7 @@ class MpiGradientReducer : public model::GradientReducer {
   void all_reduce_sum(float* data, size_t count) override;
   void start(int bucket_id, float* data, size_t count) override;
   void wait_all() override;
+  bool in_flight() const override;
 
   // Seconds spent inside wait_all() / all_reduce_sum(): the reduction not hidden behind backward.
   double exposed_seconds() const { return exposed_seconds_; }
@@ -37,13 +40,18 @@ class MpiGradientReducer : public model::GradientReducer {
  private:
   void wait(std::vector<MPI_Request>& requests, const char* what);
 
-  MPI_Comm comm_;
+  MpiCommunicator comm_;
   int rank_ = 0;
   int size_ = 1;
   double timeout_s_;
   std::string names_;
   std::vector<int> others_;  // the other members' world ranks
   std::vector<MPI_Request> pending_;
+  // all_reduce_sum()'s small reductions run in memory of the reducer's own, so that one an error
+  // leaves in flight (in_flight()) writes into memory that is kept, not into a caller's freed
+  // vector; larger ones (measure_bandwidth's) run in place.
+  std::vector<float> small_;
+  std::vector<MPI_Request> abandoned_;  // all_reduce_sum()'s, left in flight by an error
   double exposed_seconds_ = 0;
   // Timing: the buckets of one step in flight, from the first start() to wait_all()'s end, as
   // one allreduce_overlapped span on the lane "allreduce".
