@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_session.h"
+#include "common/stop_signal.h"
 
 namespace sluice {
 namespace {
@@ -212,6 +213,14 @@ bool Heartbeat::failed(int rank) const {
   return rank >= 0 && rank < static_cast<int>(hosts_.size()) && failed_[static_cast<size_t>(rank)].load();
 }
 
+double Heartbeat::stopping_silence_s() const { return std::max(2.0, 5 * interval_s_.load()); }
+
+bool Heartbeat::lost(int rank, double timeout_s) const {
+  if (failed(rank)) return true;
+  const double silent = silent_s(rank);
+  return silent > timeout_s || (stop_requested() && silent > stopping_silence_s());
+}
+
 int Heartbeat::first_lost(const std::vector<int>& ranks, double timeout_s) const {
   for (int r : ranks) {
     if (lost(r, timeout_s)) return r;
@@ -238,9 +247,17 @@ std::string Heartbeat::describe(int rank) const { return describe_rank(rank, hos
 
 std::string Heartbeat::describe_loss(int rank, double timeout_s) const {
   if (failed(rank)) return describe(rank) + " failed and is ending the job (its own error, in its log, says why)";
+  const double silent = silent_s(rank);
   char seconds[64];
-  std::snprintf(seconds, sizeof(seconds), "%.1f s (runtime.timeout_s = %g)", silent_s(rank), timeout_s);
-  return describe(rank) + " gave no sign of life for " + seconds + ": it is stopped, dead or cut off from this rank";
+  std::snprintf(seconds, sizeof(seconds), "%.1f s (runtime.timeout_s = %g)", silent, timeout_s);
+  std::string after_stop;
+  if (silent <= timeout_s && stop_requested()) {
+    // Lost sooner than runtime.timeout_s because this rank is stopping (lost()).
+    after_stop = std::string(", this rank stopping on ") + stop_signal_name() +
+                 " (a stop is agreed with live peers only: it is not waited for any longer)";
+  }
+  return describe(rank) + " gave no sign of life for " + seconds + after_stop +
+         ": it is stopped, dead or cut off from this rank";
 }
 
 }  // namespace sluice

@@ -72,8 +72,17 @@ class Heartbeat {
   double silent_s(int rank) const;
   // Whether `rank` announced that it failed.
   bool failed(int rank) const;
-  // Whether `rank` is lost to this one: it failed, or was silent for longer than timeout_s.
-  bool lost(int rank, double timeout_s) const { return failed(rank) || silent_s(rank) > timeout_s; }
+  // Whether `rank` is lost to this one: it failed, or was silent for longer than timeout_s, or,
+  // once this rank got a stop signal (common/stop_signal.h), for longer than
+  // stopping_silence_s(). A stop asks every rank to agree on a step and checkpoint; a peer that
+  // stopped beating cannot agree, and under Slurm the stop is often the news of its death (srun
+  // sends SIGTERM to the other tasks when one is killed, then SIGKILL after KillWait): waiting
+  // runtime.timeout_s for it only runs into that SIGKILL. A live peer beats every interval_s()
+  // whatever its step does, so a healthy slow one is still waited for.
+  bool lost(int rank, double timeout_s) const;
+  // The silence that loses a peer after a stop signal: 5 intervals, at least 2 s (2.5 s with the
+  // default runtime.timeout_s = 120).
+  double stopping_silence_s() const;
   // The first of `ranks` that is lost, or -1.
   int first_lost(const std::vector<int>& ranks, double timeout_s) const;
   // "rank 3 (host node1) gave no sign of life for 4.2 s (runtime.timeout_s = 4): it is stopped,

@@ -5,15 +5,15 @@
 namespace sluice::supervisor {
 namespace {
 
-// How telling a kind is (round_fault.h): a later line replaces the fault only when it says more.
-int weight(FaultKind kind) {
-  switch (kind) {
+// How telling a fault is (round_fault.h): a later line replaces the fault only when it says more.
+int weight(const RoundFault& fault) {
+  switch (fault.kind) {
     case FaultKind::none: return 0;
     case FaultKind::exited: return 1;
     case FaultKind::killed:
-    case FaultKind::lost: return 2;
-    case FaultKind::silent:
-    case FaultKind::stuck: return 3;
+    case FaultKind::lost: return 3;
+    case FaultKind::silent: return fault.after_stop ? 2 : 4;
+    case FaultKind::stuck: return 4;
   }
   return 0;
 }
@@ -85,7 +85,7 @@ nlohmann::json RoundFault::to_json() const {
 }
 
 void FaultReader::offer(RoundFault fault) {
-  if (weight(fault.kind) > weight(fault_.kind)) fault_ = std::move(fault);
+  if (weight(fault) > weight(fault_)) fault_ = std::move(fault);
 }
 
 void FaultReader::read(const std::string& line, Clock::time_point at) {
@@ -107,6 +107,7 @@ void FaultReader::read(const std::string& line, Clock::time_point at) {
     fault.rank = std::stoi(m[1]);
     fault.host = m[2];
     fault.silent_s = std::stod(m[3]);
+    fault.after_stop = line.find(", this rank stopping on ") != std::string::npos;
   } else if (std::regex_search(line, m, stuck_words)) {
     fault.kind = FaultKind::stuck;
     fault.rank = std::stoi(m[1]);

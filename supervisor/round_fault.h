@@ -16,8 +16,11 @@
 //   exited   mpirun `...process rank R with PID P on node H exited on non-zero status C`, srun
 //            `srun: error: H: task R: Exited with exit code C`
 // When several appear, the most telling wins: silent or stuck (the first of them), then killed or
-// lost, then exited (a silent or stuck rank is SIGKILLed by the launcher afterwards, and its
-// watchers exit non-zero: both are consequences). Training progress is the model ranks' `step N/M (epoch E)` line.
+// lost, then a silence named after a stop signal, then exited (a silent or stuck rank is SIGKILLed
+// by the launcher afterwards, and its watchers exit non-zero: both are consequences). A silence
+// named by a rank that was stopping (`..., this rank stopping on SIGTERM`: Heartbeat::lost names
+// a silent peer after a few intervals then) ranks below killed: srun sends that SIGTERM because a
+// task died, and the death is the cause. Training progress is the model ranks' `step N/M (epoch E)` line.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -41,6 +44,7 @@ struct RoundFault {
   std::string signal_name;
   int exit_code = -1;    // exited: the rank's code
   double silent_s = 0;   // silent: how long it had been silent when named
+  bool after_stop = false;  // silent: named by a rank stopping on a signal (a consequence, mostly)
   double stuck_s = 0;    // stuck: how long it had made no progress when it named itself
   std::string words;     // the line that named it (at most 300 characters)
   Clock::time_point seen_at{};  // when the supervisor read that line

@@ -198,6 +198,15 @@ class Liveness : public ::testing::Test {
            " --set runtime.timeout_warmup_steps=10";
   }
 
+  // The same job with runtime.timeout_s at its default 120 s and fixed deadlines (the heartbeat only).
+  static std::string train_patient(const fs::path& run_dir, int steps) {
+    return std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 3 " + SLUICE_BINARY +
+           " train --cache " + cache_.string() + " --run-dir " + run_dir.string() + " --steps " +
+           std::to_string(steps) +
+           " --set train.n_buckets=2 --set train.batch_size=4 --set optim.warmup_steps=10 --set train.log_every=5"
+           " --set runtime.timeout_s=120";
+  }
+
   static fs::path cache_;
 };
 fs::path Liveness::cache_;
@@ -328,6 +337,45 @@ TEST_F(Liveness, TimeoutMeasuredNamesAStoppedDataRankLongBeforeTimeoutS) {
     const auto begin = output.rfind(':', at);
     EXPECT_NE(output.substr(begin, at - begin).find("rank 0 (host "), std::string::npos)
         << output.substr(begin, at - begin);
+  }
+}
+
+// What srun does when a task dies: SIGTERM to the other tasks, then SIGKILL after KillWait (30 s by
+// default). Here model rank 2 is stopped for good (SIGSTOP) and the two others get SIGTERM: a stop is
+// agreed with live peers only, so they name rank 2 within a few heartbeat intervals
+// (Heartbeat::stopping_silence_s, 2.5 s at runtime.timeout_s 120) and the job exits 1, instead of
+// waiting runtime.timeout_s (120 s here; under srun, into the SIGKILL with nothing written).
+TEST_F(Liveness, AStopSignalDoesNotWaitForASilentPeer) {
+  const fs::path run_dir = test::scratch_dir("liveness-test", "stop-with-silent-peer");
+  Job job(train_patient(run_dir, 100000), run_dir);
+  ASSERT_TRUE(job.wait_for("step 10/", 240)) << "the run did not reach step 10:\n" << job.output();
+  const pid_t stopped = job.rank_pid(2), data = job.rank_pid(0), model = job.rank_pid(1);
+  ASSERT_GT(stopped, 0) << job.output();
+  ASSERT_GT(data, 0) << job.output();
+  ASSERT_GT(model, 0) << job.output();
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto sent = Clock::now();
+  ASSERT_EQ(::kill(data, SIGTERM), 0);
+  ASSERT_EQ(::kill(model, SIGTERM), 0);
+  const bool named = job.wait_for(" gave no sign of life for ", 100);
+  const double named_after = since(sent);
+  const int code = job.exit_code(60);
+  const double ended_after = since(sent);
+  const std::string output = job.output();
+  ASSERT_TRUE(named) << output;
+  std::printf("after SIGTERM the silent rank was named in %.1f s and the job exited %d in %.1f s "
+              "(runtime.timeout_s 120)\n", named_after, code, ended_after);
+  EXPECT_LT(named_after, 20) << output;
+  EXPECT_EQ(code, 1) << output;
+  const std::string line = line_with(output, " gave no sign of life for ");
+  EXPECT_NE(line.find("rank 2 (host "), std::string::npos) << line;
+  EXPECT_NE(line.find("this rank stopping on SIGTERM"), std::string::npos) << line;
+  // Only rank 2 is named: ranks 0 and 1 got the signal and beat on.
+  for (auto at = output.find(" gave no sign of life"); at != std::string::npos;
+       at = output.find(" gave no sign of life", at + 1)) {
+    const auto rank_at = output.rfind("rank ", at);
+    EXPECT_EQ(output.substr(rank_at, 7), "rank 2 ") << output;
   }
 }
 

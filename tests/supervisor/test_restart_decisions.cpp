@@ -1,6 +1,9 @@
 // What ended a supervised round and what the next round leaves out (supervisor/round_fault.h,
 // supervisor/host_roster.h). The lines are those mpirun 4.1, srun and sluice print (copied from
 // real runs: tests/launcher/test_in_job_restart.cpp, tests/netns and tests/slurm read them live).
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
@@ -69,6 +72,29 @@ TEST(RestartFaultReading, AStuckRankNamedByItsWatchdogOutranksTheExitsThatFollow
   EXPECT_EQ(stopped.kind, FaultKind::silent);
   EXPECT_EQ(stopped.rank, 0) << "the stopped rank, not the one that waited on it";
   EXPECT_DOUBLE_EQ(stopped.silent_s, 5.2);
+}
+
+// Under srun a killed task's peers get SIGTERM at once and name it silent after a few heartbeat
+// intervals (Heartbeat::lost, "this rank stopping on SIGTERM"): the kill is the cause, whichever
+// line comes first; alone, such a silence is still the fault.
+TEST(RestartFaultReading, ASilenceNamedWhileStoppingRanksBelowTheKillThatCausedIt) {
+  const std::string after_stop =
+      "[17:12:08.399] [rank 2 @ vm] [launcher] [error] transport error: timed out in the bucketed gradient "
+      "all-reduce: rank 1 (host vm) gave no sign of life for 2.5 s (runtime.timeout_s = 120), this rank stopping "
+      "on SIGTERM (a stop is agreed with live peers only: it is not waited for any longer): it is stopped, dead or "
+      "cut off from this rank";
+  for (const auto& lines : {std::vector<std::string>{"srun: error: vm: task 1: Killed", after_stop},
+                            std::vector<std::string>{after_stop, "srun: error: vm: task 1: Killed"}}) {
+    const RoundFault f = read_lines(lines);
+    EXPECT_EQ(f.kind, FaultKind::killed);
+    EXPECT_EQ(f.rank, 1);
+    EXPECT_TRUE(f.hardware_looking());
+  }
+  const RoundFault alone = read_lines({after_stop, "srun: error: vm: tasks 0,2: Exited with exit code 1"});
+  EXPECT_EQ(alone.kind, FaultKind::silent);
+  EXPECT_TRUE(alone.after_stop);
+  EXPECT_EQ(alone.rank, 1);
+  EXPECT_DOUBLE_EQ(alone.silent_s, 2.5);
 }
 
 TEST(RestartFaultReading, SrunsTaskLinesAndNodeFailure) {
