@@ -449,6 +449,7 @@ std::string train_report_html(const TrainAnalysis& a, const std::vector<StallVer
   doc.heading("Charts").raw(step_time_chart(a) + stage_charts(a) + counter_chart(a) + step_histogram(a));
   rank_tables(doc, a);
   cpu_table(doc, a);
+  progress_deadlines_section(doc, a);
   restart_section(doc, a.restarts);
   return page("sluice train report", render_html(doc));
 }

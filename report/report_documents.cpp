@@ -399,6 +399,10 @@ void steady_state_paragraphs(ReportDocument& doc, const TrainAnalysis& a) {
 
 }  // namespace
 
+void progress_deadlines_section(ReportDocument& doc, const TrainAnalysis& a) {
+  progress_deadlines_section(doc, progress_deadlines_json(a));
+}
+
 void host_section(ReportDocument& doc, const TrainAnalysis& a) {
   struct Host {
     size_t ranks = 0;
@@ -732,7 +736,7 @@ std::string train_report_markdown(const TrainAnalysis& a, const std::vector<Stal
   cpu_section(doc, a.cpu);
   padding_section(doc, a.padding);
   validation_section(doc, a.validation, a.padding);
-  progress_deadlines_section(doc, progress_deadlines_json(a));
+  progress_deadlines_section(doc, a);
   restart_section(doc, a.restarts);
   clock_section(doc, a.clock);
   fate_section(doc, a.hang);

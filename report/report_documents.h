@@ -65,6 +65,10 @@ void rank_table(ReportDocument& doc, DocumentTable table, size_t key_column, Wor
 // report.html add it above full_table_ranks model ranks.
 void host_section(ReportDocument& doc, const TrainAnalysis& a);
 
+// The progress deadlines table (runtime.timeouts; report.json's progress_deadlines): a row per
+// role, whatever the ranks; nothing for timelines without them.
+void progress_deadlines_section(ReportDocument& doc, const TrainAnalysis& a);
+
 // The restarts table (RUN_DIR/restarts.json): a row per restart (at most 100), its fault, steps
 // and lost time; nothing when the run was not restarted (restart_verdict.cpp).
 void restart_section(ReportDocument& doc, const nlohmann::json& restarts);

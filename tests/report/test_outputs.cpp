@@ -145,6 +145,9 @@ TEST(TrainReport, ProgressDeadlinesAreOneEntryARole) {
   const std::string md = read_file(dir / "report.md");
   EXPECT_NE(md.find("## Progress deadlines (runtime.timeouts)"), std::string::npos) << md;
   EXPECT_NE(md.find("| model | 2 | measured | 10 | 0.2 | 5 | 1 | - |"), std::string::npos) << md;
+  const std::string html = read_file(dir / "report.html");
+  EXPECT_NE(html.find("Progress deadlines (runtime.timeouts)"), std::string::npos) << html;
+  EXPECT_NE(html.find(">measured<"), std::string::npos) << html;
 }
 
 // GPU busy, the headline of a run on GPUs: each model rank's share of its steady time in gpu_step
