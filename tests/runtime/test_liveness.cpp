@@ -413,7 +413,7 @@ TEST_F(Liveness, TimeoutMeasuredNamesAModelRankStuckWhileItsHeartbeatBeats) {
               named_after, code);
   EXPECT_LT(named_after, 60) << output;
   // Rank 2 aborts with 1. Rank 1 unwinds the all-reduce it was in when rank 2 announced its failure;
-  // it crashed in Open MPI's libnbc progress (exit 139, 8 of 12 runs) while it freed the reduction's
+  // it crashed in Open MPI's libnbc progress (exit 139 in 3 of 5 runs) while it freed the reduction's
   // request and communicator, which the reducer now keeps (mpi_gradient_reducer.cpp).
   EXPECT_EQ(code, 1) << output;
   const std::string line = line_with(output, " is stuck: no progress for ");
