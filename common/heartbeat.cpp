@@ -252,7 +252,8 @@ std::string Heartbeat::describe_loss(int rank, double timeout_s) const {
   std::snprintf(seconds, sizeof(seconds), "%.1f s (runtime.timeout_s = %g)", silent, timeout_s);
   std::string after_stop;
   if (silent <= timeout_s && stop_requested()) {
-    // Lost sooner than runtime.timeout_s because this rank is stopping (lost()).
+    // Lost sooner than runtime.timeout_s because this rank is stopping (lost()). The supervisor
+    // reads these words (supervisor/round_fault.cpp: a consequence of a kill, not its cause).
     after_stop = std::string(", this rank stopping on ") + stop_signal_name() +
                  " (a stop is agreed with live peers only: it is not waited for any longer)";
   }

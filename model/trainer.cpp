@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "common/file_util.h"
+#include "common/kept_until_exit.h"
 #include "common/splitmix64.h"
 #include "model/acoustic_model.h"
 
@@ -245,8 +246,8 @@ Trainer::Impl::~Impl() {
   // A reduction an error left running may still read and write the gradient buffer (see
   // GradientReducer::in_flight): it is kept for the rest of the process, which is ending.
   if (reducer != nullptr && reducer->in_flight()) {
-    new torch::Tensor(std::move(flat_grad));  // NOLINT: deliberately never deleted
-    if (host_staging.defined()) new torch::Tensor(std::move(host_staging));  // NOLINT: as above
+    keep_until_exit(std::move(flat_grad));
+    if (host_staging.defined()) keep_until_exit(std::move(host_staging));
   }
 }
 

@@ -289,7 +289,7 @@ json progress_deadlines_json(const TrainAnalysis& a) {
   return out;
 }
 
-void progress_deadlines_section(ReportDocument& doc, const json& deadlines) {
+void progress_deadlines_table(ReportDocument& doc, const json& deadlines) {
   if (!deadlines.is_array()) return;
   doc.heading("Progress deadlines (runtime.timeouts)");
   DocumentTable table{{"role", "ranks", "mode", "warm-up steps", "p99 step (s)", "factor", "step deadline (s)",
@@ -400,7 +400,7 @@ void steady_state_paragraphs(ReportDocument& doc, const TrainAnalysis& a) {
 }  // namespace
 
 void progress_deadlines_section(ReportDocument& doc, const TrainAnalysis& a) {
-  progress_deadlines_section(doc, progress_deadlines_json(a));
+  progress_deadlines_table(doc, progress_deadlines_json(a));
 }
 
 void host_section(ReportDocument& doc, const TrainAnalysis& a) {

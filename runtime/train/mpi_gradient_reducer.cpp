@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/kept_until_exit.h"
 #include "common/mpi_session.h"
 #include "runtime/train/progress_watchdog.h"
 #include "timing/span_recorder.h"
@@ -42,7 +43,7 @@ MpiGradientReducer::~MpiGradientReducer() {
   // Trainer keeps its gradients (in_flight()). The job is ending; MPI_Abort or MPI_Finalize follows.
   if (in_flight()) {
     comm_.abandon();
-    new std::vector<float>(std::move(small_));  // NOLINT: deliberately never deleted
+    keep_until_exit(std::move(small_));
   }
 }
 
@@ -128,7 +129,7 @@ double MpiGradientReducer::measure_bandwidth(size_t floats, int repeats) {
     try {
       all_reduce_sum(buffer.data(), buffer.size());
     } catch (...) {
-      if (in_flight()) new std::vector<float>(std::move(buffer));  // NOLINT: kept, as in ~MpiGradientReducer
+      if (in_flight()) keep_until_exit(std::move(buffer));
       throw;
     }
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
