@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -68,6 +69,9 @@ struct CacheReader::State {
   // open_mixture(): the caches, each a reader of its own, and where each one's indices begin.
   std::vector<CacheReader> parts;
   std::vector<int64_t> first_index;
+  // The unified languages and speakers (open(): the manifest's), and each speaker's corpus.
+  std::vector<std::string> languages, speakers;
+  std::vector<uint32_t> speaker_starts;  // each corpus's first unified speaker
 
   void check_index(int64_t index) const {
     if (index < 0 || index >= static_cast<int64_t>(entries.size())) {
@@ -267,6 +271,9 @@ CacheReader CacheReader::open(const fs::path& dir, int64_t chunk_cache_bytes) {
                        verify_advice(dir));
     }
   }
+  s.languages = manifest.languages;
+  s.speakers = manifest.speakers;
+  s.speaker_starts = {0};
   return CacheReader(std::move(state));
 }
 
@@ -339,6 +346,31 @@ CacheReader CacheReader::open_mixture(const std::vector<fs::path>& dirs, int64_t
     s.entries.insert(s.entries.end(), part.entries().begin(), part.entries().end());
     s.parts.push_back(std::move(part));
   }
+  // One language table (codes are global, so the union of the caches'), one speaker table (the
+  // caches' one after the other: a speaker is its corpus's); entries point into both.
+  for (const CacheReader& part : s.parts) s.languages.insert(s.languages.end(), part.languages().begin(), part.languages().end());
+  std::sort(s.languages.begin(), s.languages.end());
+  s.languages.erase(std::unique(s.languages.begin(), s.languages.end()), s.languages.end());
+  if (s.languages.size() > std::numeric_limits<uint16_t>::max()) {
+    throw CacheError("train.mixture: the caches hold " + std::to_string(s.languages.size()) +
+                     " languages together, more than an index row's 16-bit language field holds");
+  }
+  for (size_t c = 0; c < s.parts.size(); ++c) {
+    const CacheReader& part = s.parts[c];
+    std::vector<uint16_t> language_of(part.languages().size());
+    for (size_t l = 0; l < language_of.size(); ++l) {
+      language_of[l] = static_cast<uint16_t>(
+          std::lower_bound(s.languages.begin(), s.languages.end(), part.languages()[l]) - s.languages.begin());
+    }
+    const auto speaker_start = static_cast<uint32_t>(s.speakers.size());
+    s.speaker_starts.push_back(speaker_start);
+    s.speakers.insert(s.speakers.end(), part.speakers().begin(), part.speakers().end());
+    const auto end = static_cast<size_t>(c + 1 < s.parts.size() ? s.first_index[c + 1] : static_cast<int64_t>(s.entries.size()));
+    for (auto i = static_cast<size_t>(s.first_index[c]); i < end; ++i) {
+      s.entries[i].language = language_of[s.entries[i].language];
+      s.entries[i].speaker += speaker_start;
+    }
+  }
   const CacheReader& first = s.parts.front();
   s.dir = first.dir();
   s.n_mels = first.n_mels();
@@ -347,7 +379,8 @@ CacheReader CacheReader::open_mixture(const std::vector<fs::path>& dirs, int64_t
   for (const CacheReader& part : s.parts) {
     mixture.push_back({{"dir", part.dir().string()},
                        {"fingerprint", part.manifest().value("fingerprint", std::string())},
-                       {"samples", part.size()}});
+                       {"samples", part.size()},
+                       {"shard_count", part.manifest().value("shards", json::array()).size()}});
   }
   s.manifest_json["mixture"] = mixture;
   // Pooled statistics: every frame of every cache counts once (mean and second moment, weighted).
@@ -391,6 +424,13 @@ size_t CacheReader::corpus_of(int64_t index) const {
   const auto& starts = state_->first_index;
   if (starts.empty()) return 0;
   return static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), index) - starts.begin()) - 1;
+}
+
+const std::vector<std::string>& CacheReader::languages() const { return state_->languages; }
+const std::vector<std::string>& CacheReader::speakers() const { return state_->speakers; }
+size_t CacheReader::speaker_corpus(uint32_t speaker) const {
+  const auto& starts = state_->speaker_starts;
+  return static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), speaker) - starts.begin()) - 1;
 }
 
 int64_t CacheReader::size() const { return static_cast<int64_t>(state_->entries.size()); }

@@ -40,8 +40,8 @@ struct IndexEntry {
   int32_t n_frames = 0;
   int32_t n_tokens = 0;
   float seconds = 0.0f;
-  uint16_t language = 0;  // position in manifest()["languages"]
-  uint32_t speaker = 0;   // position in manifest()["speakers"]
+  uint16_t language = 0;  // position in CacheReader::languages() (one cache: manifest()["languages"])
+  uint32_t speaker = 0;   // position in CacheReader::speakers() (one cache: manifest()["speakers"])
   std::string id;
 };
 
@@ -56,9 +56,13 @@ class CacheReader {
   // first_index(c) + i, in the order of `dirs`. The caches must hold the same features: the
   // settings prep made them with (features.*, text.*), the mel dtype, n_mels and the vocabulary
   // agree, or a ConfigError names both caches, the setting and both values. manifest() and dir()
-  // are the first cache's (with "mixture" listing every cache's dir, fingerprint and size);
-  // entries' language and speaker are positions in their own cache's manifest; mel_statistics()
-  // pools every cache's (weighted by its frames), nullptr unless each has them.
+  // are the first cache's (with "mixture" listing every cache's dir, fingerprint, size and shard_count);
+  // mel_statistics() pools every cache's (weighted by its frames), nullptr unless each has them.
+  // Languages and speakers are unified over the caches (entries() point into the unified tables):
+  // a language is its code, the same in every cache ("fa" of one cache is "fa" of another); a
+  // speaker belongs to its cache, so the caches' speakers follow one another in cache order (cache
+  // c's speaker i is the sum of the caches' speakers before it + i), and a code two caches both
+  // use is two speakers.
   static CacheReader open_mixture(const std::vector<std::filesystem::path>& dirs, int64_t chunk_cache_bytes = -1);
   // The caches of open_mixture() (one for open()), and where each one's indices begin.
   size_t corpora() const;
@@ -66,6 +70,11 @@ class CacheReader {
   const std::filesystem::path& corpus_dir(size_t corpus) const;
   // The corpus of cache index `index` (0 for open()).
   size_t corpus_of(int64_t index) const;
+  // The unified tables entries() point into (see open_mixture()): language codes, sorted; speaker
+  // codes, cache after cache (each cache's sorted), and the corpus each speaker belongs to.
+  const std::vector<std::string>& languages() const;
+  const std::vector<std::string>& speakers() const;
+  size_t speaker_corpus(uint32_t speaker) const;
 
   CacheReader(CacheReader&&) noexcept;
   CacheReader& operator=(CacheReader&&) noexcept;

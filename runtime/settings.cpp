@@ -132,9 +132,15 @@ config::Schema build_schema() {
               "several caches in one run: comma-separated DIR:WEIGHT (weight 1 when left out), replacing cache.dir; "
               "an epoch trains WEIGHT x a cache's samples of each (docs/architecture.md); empty = cache.dir alone"});
   schema.add({"train.mixture_temperature", ValueType::number, "1",
-              "a of train.mixture: each cache's share of an epoch is proportional to (WEIGHT x samples)^a; 1 = the "
-              "weights as given, below 1 flattens toward small caches",
+              "a of train.mixture: each cache's (with train.mixture_temperature_over, each language's or speaker's) "
+              "share of an epoch is proportional to (WEIGHT x samples)^a; 1 = the weights as given, below 1 flattens "
+              "toward small ones",
               {}, 0.01, 10});
+  schema.add({"train.mixture_temperature_over", ValueType::string, "corpus",
+              "what train.mixture_temperature shares an epoch over: corpus (each cache), language (each language over "
+              "every cache: p ~ n^a, a small language upsampled; a cache's weight still counts within a language) or "
+              "speaker (speakers belong to their cache); language and speaker also work with one cache",
+              {"corpus", "language", "speaker"}});
   schema.add({"train.validation_fraction", ValueType::number, "0.05",
               "share of the cache held out for validation (by hashed sample id)", {}, 0, 0.9});
   schema.add({"train.validation_seed", ValueType::integer, "17",

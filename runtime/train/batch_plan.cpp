@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -244,6 +245,15 @@ std::string plan_fingerprint(const std::vector<PlanSample>& samples,
     char temperature[64];
     std::snprintf(temperature, sizeof temperature, "%a", config.mixture_temperature);
     fingerprint.add("mixture", mixture).add("mixture_temperature", std::string(temperature));
+    if (config.mixture_unit != MixtureUnit::corpus) {  // absent for corpus, as before the units
+      fingerprint.add("mixture_unit", std::string(mixture_unit_name(config.mixture_unit)));
+      std::string units(samples.size() * 4, '\0');
+      for (size_t i = 0; i < samples.size(); ++i) {
+        const uint32_t unit = config.mixture_unit == MixtureUnit::language ? samples[i].language : samples[i].speaker;
+        std::memcpy(&units[i * 4], &unit, 4);
+      }
+      fingerprint.add("units", units);
+    }
   }
   // One label for the whole table, as bytes (host order: ranks of one job share it); a
   // field-by-field add would cost three hash calls per sample.
@@ -309,64 +319,126 @@ bool operator==(const MixtureCorpus& a, const MixtureCorpus& b) {
   return a.first_index == b.first_index && a.weight == b.weight;
 }
 
-std::vector<int64_t> mixture_quotas(const std::vector<int64_t>& corpus_samples, const BatchPlanConfig& config) {
-  const size_t n = corpus_samples.size();
-  std::vector<double> mass(n, 0.0);  // w_c x n_c: samples per epoch at temperature 1
+const char* mixture_unit_name(MixtureUnit unit) {
+  switch (unit) {
+    case MixtureUnit::corpus: return "corpus";
+    case MixtureUnit::language: return "language";
+    case MixtureUnit::speaker: return "speaker";
+  }
+  return "?";
+}
+
+MixtureUnit parse_mixture_unit(const std::string& name) {
+  for (MixtureUnit unit : {MixtureUnit::corpus, MixtureUnit::language, MixtureUnit::speaker}) {
+    if (name == mixture_unit_name(unit)) return unit;
+  }
+  throw ConfigError("train.mixture_temperature_over = \"" + name +
+                    "\": say what the temperature shares the epoch over: corpus (each cache of train.mixture, the "
+                    "default), language or speaker");
+}
+
+std::vector<int64_t> mixture_cell_quotas(const std::vector<int64_t>& cell_samples, const std::vector<size_t>& cell_corpus,
+                                         const std::vector<uint32_t>& cell_unit, const BatchPlanConfig& config) {
+  const size_t n = cell_samples.size();
+  std::vector<double> mass(n, 0.0);  // w_c x n_cell: samples per epoch at temperature 1
   double total = 0.0;
-  for (size_t c = 0; c < n; ++c) {
-    mass[c] = config.mixture.at(c).weight * static_cast<double>(corpus_samples[c]);
-    total += mass[c];
+  for (size_t i = 0; i < n; ++i) {
+    mass[i] = config.mixture.at(cell_corpus[i]).weight * static_cast<double>(cell_samples[i]);
+    total += mass[i];
   }
   std::vector<double> share = mass;
   if (config.mixture_temperature != 1.0) {
-    // The same samples per epoch in all, shared out as (w_c x n_c)^a: a < 1 flattens the mixture
-    // (a small corpus is seen more often), as multilingual models sample their languages.
+    // The same samples per epoch in all, shared out over the units as M_u^a (a < 1 flattens the
+    // mixture: a small unit is seen more often, as multilingual models sample their languages),
+    // then within a unit over its cells as their masses.
+    std::vector<uint32_t> units(cell_unit);
+    std::sort(units.begin(), units.end());
+    units.erase(std::unique(units.begin(), units.end()), units.end());
+    const auto unit_at = [&](size_t i) {
+      return static_cast<size_t>(std::lower_bound(units.begin(), units.end(), cell_unit[i]) - units.begin());
+    };
+    std::vector<double> unit_mass(units.size(), 0.0), unit_share(units.size(), 0.0);
+    for (size_t i = 0; i < n; ++i) unit_mass[unit_at(i)] += mass[i];
     double tempered = 0.0;
-    for (size_t c = 0; c < n; ++c) {
-      share[c] = mass[c] > 0.0 ? std::pow(mass[c], config.mixture_temperature) : 0.0;
-      tempered += share[c];
+    for (size_t u = 0; u < units.size(); ++u) {
+      unit_share[u] = unit_mass[u] > 0.0 ? std::pow(unit_mass[u], config.mixture_temperature) : 0.0;
+      tempered += unit_share[u];
     }
-    for (size_t c = 0; c < n; ++c) share[c] = tempered > 0.0 ? total * share[c] / tempered : 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t u = unit_at(i);
+      share[i] = tempered > 0.0 && mass[i] > 0.0 ? total * unit_share[u] / tempered * (mass[i] / unit_mass[u]) : 0.0;
+    }
   }
   std::vector<int64_t> quotas(n, 0);
-  for (size_t c = 0; c < n; ++c) {
-    if (share[c] > 1000.0 * static_cast<double>(corpus_samples[c])) {
-      throw ConfigError("train.mixture: corpus " + std::to_string(c) + " would be trained " +
-                        std::to_string(share[c] / static_cast<double>(corpus_samples[c])) +
+  for (size_t i = 0; i < n; ++i) {
+    if (share[i] > 1000.0 * static_cast<double>(cell_samples[i])) {
+      const std::string what = config.mixture_unit == MixtureUnit::corpus
+                                   ? "corpus " + std::to_string(cell_corpus[i])
+                                   : std::string(mixture_unit_name(config.mixture_unit)) + " " + std::to_string(cell_unit[i]) +
+                                         " of corpus " + std::to_string(cell_corpus[i]);
+      throw ConfigError("train.mixture: " + what + " would be trained " +
+                        std::to_string(share[i] / static_cast<double>(cell_samples[i])) +
                         " times per epoch (at most 1000): raise train.mixture_temperature or its weight");
     }
-    quotas[c] = std::llround(share[c] * static_cast<double>(kMixtureQuotaUnit));
+    quotas[i] = std::llround(share[i] * static_cast<double>(kMixtureQuotaUnit));
   }
   return quotas;
 }
 
-// The owed copies of a mixture's epochs (see the header): one per cycle position of each corpus
-// in the epoch's range.
+std::vector<int64_t> mixture_quotas(const std::vector<int64_t>& corpus_samples, const BatchPlanConfig& config) {
+  std::vector<size_t> corpus(corpus_samples.size());
+  std::iota(corpus.begin(), corpus.end(), size_t{0});
+  const std::vector<uint32_t> unit(corpus.begin(), corpus.end());
+  BatchPlanConfig by_corpus = config;
+  by_corpus.mixture_unit = MixtureUnit::corpus;
+  return mixture_cell_quotas(corpus_samples, corpus, unit, by_corpus);
+}
+
+// The owed copies of a mixture's epochs (see the header): one per cycle position of each cell in
+// the epoch's range. A cell is a corpus, or one corpus's samples of one language or speaker.
 struct BatchPlan::MixtureCounting {
-  std::vector<std::pair<size_t, size_t>> ranges;  // each corpus's positions [first, end) in the sorted split
-  std::vector<int64_t> quotas;                    // mixture_quotas()
+  std::vector<std::vector<size_t>> cells;  // each cell's positions in the sorted split, ascending
+  std::vector<size_t> cell_corpus;         // the corpus of each cell
+  std::vector<uint32_t> cell_unit;         // the language, speaker or corpus each cell is tempered as
+  std::vector<int64_t> quotas;             // mixture_cell_quotas()
   uint64_t seed = 0;
   std::vector<int32_t> bucket_of;  // bucket of each sorted position (whole_epoch())
   size_t n_buckets = 0;
 
   MixtureCounting(const std::vector<PlanSample>& sorted, const BatchPlanConfig& config) : seed(config.seed) {
-    std::vector<int64_t> sizes;
-    for (size_t c = 0; c < config.mixture.size(); ++c) {
-      const auto at = [&](int64_t index) {
-        return static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), index,
-                                                    [](const PlanSample& s, int64_t i) { return s.index < i; }) -
-                                   sorted.begin());
-      };
-      const size_t first = at(config.mixture[c].first_index);
-      const size_t end = c + 1 < config.mixture.size() ? at(config.mixture[c + 1].first_index) : sorted.size();
-      ranges.emplace_back(first, end);
-      sizes.push_back(static_cast<int64_t>(end - first));
-    }
-    if (!ranges.empty() && ranges.front().first > 0) {
+    const auto at = [&](int64_t index) {
+      return static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), index,
+                                                  [](const PlanSample& s, int64_t i) { return s.index < i; }) -
+                                 sorted.begin());
+    };
+    if (at(config.mixture.front().first_index) > 0) {
       internal_error("the mixture's first corpus begins at index " + std::to_string(config.mixture.front().first_index) +
                      ", after some of the split's samples");
     }
-    quotas = mixture_quotas(sizes, config);
+    for (size_t c = 0; c < config.mixture.size(); ++c) {
+      const size_t first = at(config.mixture[c].first_index);
+      const size_t end = c + 1 < config.mixture.size() ? at(config.mixture[c + 1].first_index) : sorted.size();
+      if (config.mixture_unit == MixtureUnit::corpus) {
+        std::vector<size_t> members(end - first);
+        std::iota(members.begin(), members.end(), first);
+        add_cell(c, static_cast<uint32_t>(c), std::move(members));
+        continue;
+      }
+      std::map<uint32_t, std::vector<size_t>> by_unit;  // the corpus's cells in unit order
+      for (size_t i = first; i < end; ++i) {
+        by_unit[config.mixture_unit == MixtureUnit::language ? sorted[i].language : sorted[i].speaker].push_back(i);
+      }
+      for (auto& [unit, members] : by_unit) add_cell(c, unit, std::move(members));
+    }
+    std::vector<int64_t> sizes;
+    for (const auto& members : cells) sizes.push_back(static_cast<int64_t>(members.size()));
+    quotas = mixture_cell_quotas(sizes, cell_corpus, cell_unit, config);
+  }
+
+  void add_cell(size_t corpus, uint32_t unit, std::vector<size_t> members) {
+    cells.push_back(std::move(members));
+    cell_corpus.push_back(corpus);
+    cell_unit.push_back(unit);
   }
 
   // floor(epoch x quota / unit) without overflow: the quota's whole samples and its fraction apart.
@@ -374,15 +446,14 @@ struct BatchPlan::MixtureCounting {
     return epoch * (quota / kMixtureQuotaUnit) + epoch * (quota % kMixtureQuotaUnit) / kMixtureQuotaUnit;
   }
 
-  // Cycle `number` of corpus c: its sorted positions in a permutation seeded from (seed, c, number),
+  // Cycle `number` of cell c: its sorted positions in a permutation seeded from (seed, c, number),
   // shuffled as the plan shuffles (written out, the same everywhere). The latest cycle of each
-  // corpus is kept: epochs walk the cycles in order, so each is shuffled about once.
+  // cell is kept: epochs walk the cycles in order, so each is shuffled about once.
   std::shared_ptr<const std::vector<size_t>> cycle(size_t c, int64_t number) const {
     std::lock_guard<std::mutex> lock(cache_mutex);
-    if (latest.size() != ranges.size()) latest.assign(ranges.size(), {-1, nullptr});
+    if (latest.size() != cells.size()) latest.assign(cells.size(), {-1, nullptr});
     if (latest[c].first == number) return latest[c].second;
-    auto positions = std::make_shared<std::vector<size_t>>(ranges[c].second - ranges[c].first);
-    std::iota(positions->begin(), positions->end(), ranges[c].first);
+    auto positions = std::make_shared<std::vector<size_t>>(cells[c]);
     std::mt19937_64 engine(splitmix64(splitmix64(splitmix64(seed ^ 0x6d69787475726531ULL) ^ c) ^
                                       static_cast<uint64_t>(number)));
     shuffle(*positions, engine);
@@ -390,39 +461,39 @@ struct BatchPlan::MixtureCounting {
     return positions;
   }
 
-  // Every owed copy of `epoch`: visit(corpus, sorted position), cycle position k of each corpus
-  // in [epoch_begin(epoch), epoch_begin(epoch + 1)).
+  // Every owed copy of `epoch`: visit(corpus, sorted position), cycle position k of each cell in
+  // [epoch_begin(epoch), epoch_begin(epoch + 1)).
   template <typename Visit>
   void for_each_owed(int64_t epoch, Visit&& visit) const {
-    for (size_t c = 0; c < ranges.size(); ++c) {
-      const auto n = static_cast<int64_t>(ranges[c].second - ranges[c].first);
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const auto n = static_cast<int64_t>(cells[c].size());
       if (n == 0) continue;
       const int64_t hi = epoch_begin(epoch + 1, quotas[c]);
       for (int64_t k = epoch_begin(epoch, quotas[c]); k < hi;) {
         const auto positions = cycle(c, k / n);
         const int64_t end = std::min(hi, (k / n + 1) * n);
-        for (; k < end; ++k) visit(c, (*positions)[static_cast<size_t>(k % n)]);
+        for (; k < end; ++k) visit(cell_corpus[c], (*positions)[static_cast<size_t>(k % n)]);
       }
     }
   }
 
-  // Once the buckets are known: each corpus's samples per bucket (a whole cycle's counts).
+  // Once the buckets are known: each cell's samples per bucket (a whole cycle's counts).
   void set_buckets(std::vector<int32_t> bucket_of_position, size_t buckets) {
     bucket_of = std::move(bucket_of_position);
     n_buckets = buckets;
-    whole_cycle.assign(ranges.size(), std::vector<int64_t>(buckets, 0));
-    for (size_t c = 0; c < ranges.size(); ++c) {
-      for (size_t i = ranges[c].first; i < ranges[c].second; ++i) ++whole_cycle[c][static_cast<size_t>(bucket_of[i])];
+    whole_cycle.assign(cells.size(), std::vector<int64_t>(buckets, 0));
+    for (size_t c = 0; c < cells.size(); ++c) {
+      for (size_t i : cells[c]) ++whole_cycle[c][static_cast<size_t>(bucket_of[i])];
     }
   }
 
-  // The owed copies of `epoch` per bucket, without dealing them: a whole cycle adds its corpus's
+  // The owed copies of `epoch` per bucket, without dealing them: a whole cycle adds its cell's
   // counts (O(buckets): PlanSchedule counts every epoch of a run this way), a part of one is
   // counted from its permutation.
   std::vector<int64_t> per_bucket(int64_t epoch) const {
     std::vector<int64_t> counts(n_buckets, 0);
-    for (size_t c = 0; c < ranges.size(); ++c) {
-      const auto n = static_cast<int64_t>(ranges[c].second - ranges[c].first);
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const auto n = static_cast<int64_t>(cells[c].size());
       if (n == 0) continue;
       const int64_t hi = epoch_begin(epoch + 1, quotas[c]);
       for (int64_t k = epoch_begin(epoch, quotas[c]); k < hi;) {
@@ -439,10 +510,25 @@ struct BatchPlan::MixtureCounting {
     return counts;
   }
 
-  std::vector<std::vector<int64_t>> whole_cycle;  // per corpus, per bucket
+  std::vector<std::vector<int64_t>> whole_cycle;  // per cell, per bucket
   mutable std::mutex cache_mutex;
   mutable std::vector<std::pair<int64_t, std::shared_ptr<const std::vector<size_t>>>> latest;
 };
+
+std::vector<MixtureUnitShare> mixture_unit_shares(const std::vector<PlanSample>& samples, const BatchPlanConfig& config) {
+  if (config.mixture.empty()) return {};
+  const BatchPlan::MixtureCounting counting(sorted_split(samples), config);
+  std::map<uint32_t, MixtureUnitShare> by_unit;
+  for (size_t c = 0; c < counting.cells.size(); ++c) {
+    MixtureUnitShare& share = by_unit[counting.cell_unit[c]];
+    share.unit = counting.cell_unit[c];
+    share.quota += counting.quotas[c];
+    share.samples += static_cast<int64_t>(counting.cells[c].size());
+  }
+  std::vector<MixtureUnitShare> shares;
+  for (const auto& [unit, share] : by_unit) shares.push_back(share);
+  return shares;
+}
 
 bool operator==(const EpochSegment& a, const EpochSegment& b) {
   return a.model_ranks == b.model_ranks && a.steps == b.steps;
@@ -737,7 +823,7 @@ SplitSamples split_samples(const std::vector<cache::IndexEntry>& entries, double
   SplitSamples split;
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& entry = entries[i];
-    const PlanSample sample{static_cast<int64_t>(i), entry.n_frames, entry.n_tokens};
+    const PlanSample sample{static_cast<int64_t>(i), entry.n_frames, entry.n_tokens, entry.language, entry.speaker};
     (is_validation(entry.id, fraction, seed) ? split.validation : split.train).push_back(sample);
   }
   return split;

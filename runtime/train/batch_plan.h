@@ -87,6 +87,18 @@
 // whole split, spill, tail, carry), so the shapes stay those of the whole split. A one-cache run
 // has no mixture and its plan is exactly as before.
 //
+// Temperature over languages or speakers (train.mixture_temperature_over). The cycles above are
+// over cells: with `corpus` (the default) a cell is a corpus, as above. With `language` a cell is
+// one corpus's samples of one language, and the temperature is applied to the languages: the
+// epoch's samples (sum of w_c x n_c, unchanged) are shared out over the languages as M_l^a, M_l
+// being the language's w_c x n_(c,l) summed over the corpora, then within a language over its
+// cells in proportion to w_c x n_(c,l). With `speaker` a cell is one speaker (a speaker belongs to
+// one corpus, CacheReader::open_mixture) and the temperature is applied to the speakers. a < 1
+// then upsamples a small language or speaker as multilingual models sample (p ~ n^a); at a = 1
+// every unit gives the same epoch as `corpus`, though in cycles of another order. One cache with a
+// unit other than `corpus` is a mixture of one corpus of weight 1 (the caller makes it so).
+// The units' ids are PlanSample::language and ::speaker, unified over the caches.
+//
 // Errors: settings that cannot make a plan are ConfigError naming the `train.` key to change;
 // malformed samples (duplicate index, n_frames < 1) are DataError.
 #include <cstddef>
@@ -110,6 +122,8 @@ struct PlanSample {
   int64_t index = 0;
   int32_t n_frames = 0;
   int32_t n_tokens = 0;
+  uint32_t language = 0;  // CacheReader::languages() position (used with MixtureUnit::language)
+  uint32_t speaker = 0;   // CacheReader::speakers() position (used with MixtureUnit::speaker)
 };
 
 // One cache of a mixture: where its indices begin and its train.mixture weight.
@@ -118,6 +132,12 @@ struct MixtureCorpus {
   double weight = 1.0;      // > 0
 };
 bool operator==(const MixtureCorpus& a, const MixtureCorpus& b);
+
+// What train.mixture_temperature shares the epoch over (see "Temperature over languages").
+enum class MixtureUnit { corpus, language, speaker };
+const char* mixture_unit_name(MixtureUnit unit);
+// ConfigError naming train.mixture_temperature_over for anything but corpus, language, speaker.
+MixtureUnit parse_mixture_unit(const std::string& name);
 
 // The `train.` settings that shape the plan (defaults are the schema's).
 struct BatchPlanConfig {
@@ -129,11 +149,26 @@ struct BatchPlanConfig {
   int pad_multiple = 8;               // train.pad_multiple: padded lengths are multiples of it
   std::vector<MixtureCorpus> mixture;  // train.mixture: empty = one cache, every sample once an epoch
   double mixture_temperature = 1.0;    // train.mixture_temperature: a in (w_c x n_c)^a
+  MixtureUnit mixture_unit = MixtureUnit::corpus;  // train.mixture_temperature_over
 };
 
 // A mixture's samples per epoch of each corpus, in 1/65536 of a sample (m_c above), for a split
 // with `corpus_samples[c]` training samples in corpus c. Pure; the same on every platform.
 std::vector<int64_t> mixture_quotas(const std::vector<int64_t>& corpus_samples, const BatchPlanConfig& config);
+// The same for cells (see "Temperature over languages"): cell i has cell_samples[i] training
+// samples of corpus cell_corpus[i] and is tempered as part of unit cell_unit[i] (for `corpus`
+// the unit is the corpus). mixture_quotas() is this with one cell per corpus.
+std::vector<int64_t> mixture_cell_quotas(const std::vector<int64_t>& cell_samples, const std::vector<size_t>& cell_corpus,
+                                         const std::vector<uint32_t>& cell_unit, const BatchPlanConfig& config);
+// Each unit's (language's or speaker's; corpus's for `corpus`) training samples per epoch in the
+// plan of `samples` at these settings, in 1/65536 of a sample, as (unit id, quota, samples) sorted
+// by unit id: what rank 0 prints and the report shows of a tempered mixture.
+struct MixtureUnitShare {
+  uint32_t unit = 0;
+  int64_t quota = 0;    // in kMixtureQuotaUnit
+  int64_t samples = 0;  // the unit's training samples
+};
+std::vector<MixtureUnitShare> mixture_unit_shares(const std::vector<PlanSample>& samples, const BatchPlanConfig& config);
 inline constexpr int64_t kMixtureQuotaUnit = 65536;
 
 // One bucket; every batch drawn from it is padded to [batch_size, max_frames] mels and
@@ -261,6 +296,7 @@ class BatchPlan {
   // A mixture's whole_epoch() needs the owed copies of any epoch: the split, settings and the
   // bucket of every split position (shared by the plans of one schedule's epochs).
   struct MixtureCounting;
+  friend std::vector<MixtureUnitShare> mixture_unit_shares(const std::vector<PlanSample>&, const BatchPlanConfig&);
   std::shared_ptr<const MixtureCounting> mixture_;
   std::vector<EpochSegment> earlier_;
   std::vector<int64_t> trained_earlier_;

@@ -140,14 +140,17 @@ void check_resumed_cache(const fs::path& run_dir, const json& record) {
       text += (text.back() == '"' ? "" : ", ") + corpus.value("dir", std::string("?")) + ":" +
               corpus.value("weight", json(1.0)).dump();
     }
-    return text + "\" (temperature " + r.value("mixture_temperature", json(1.0)).dump() + ")";
+    return text + "\" (temperature " + r.value("mixture_temperature", json(1.0)).dump() + " over each " +
+           r.value("mixture_temperature_over", std::string("corpus")) + ")";
   };
   if (mixture_of(trained) != mixture_of(record) ||
-      trained.value("mixture_temperature", json(1.0)) != record.value("mixture_temperature", json(1.0))) {
+      trained.value("mixture_temperature", json(1.0)) != record.value("mixture_temperature", json(1.0)) ||
+      trained.value("mixture_temperature_over", std::string("corpus")) !=
+          record.value("mixture_temperature_over", std::string("corpus"))) {
     throw ConfigError("--resume: the run in " + run_dir.string() + " trained on " + describe_mixture(trained) +
                       " (recorded in " + file.string() + "), but this run would train on " + describe_mixture(record) +
                       ": the checkpoint's position names samples of that mixture. Resume with the same train.mixture "
-                      "(caches, order and weights), or start a new run in another --run-dir");
+                      "(caches, order, weights and temperature), or start a new run in another --run-dir");
   }
   if (trained.value("fingerprint", std::string()) == record.value("fingerprint", std::string())) return;
   throw ConfigError("--resume: the run in " + run_dir.string() + " trained on the cache in " +

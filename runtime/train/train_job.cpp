@@ -152,6 +152,35 @@ int64_t python_resume_step(const JobAgreement& job, int64_t end_step) {
   return job.resume_step;
 }
 
+// What train.mixture_temperature_over gives each language or speaker of an epoch: the largest
+// shares by name, then one line for the rest (a corpus may have tens of thousands of speakers).
+void print_unit_shares(const cache::CacheReader& reader, const std::vector<PlanSample>& samples,
+                       const BatchPlanConfig& plan) {
+  std::vector<MixtureUnitShare> shares = mixture_unit_shares(samples, plan);
+  std::stable_sort(shares.begin(), shares.end(), [](const MixtureUnitShare& a, const MixtureUnitShare& b) { return a.quota > b.quota; });
+  const bool by_language = plan.mixture_unit == MixtureUnit::language;
+  const std::vector<std::string>& names = by_language ? reader.languages() : reader.speakers();
+  std::printf("train.mixture_temperature %g over each %s, samples per epoch (of the split's):", plan.mixture_temperature,
+              mixture_unit_name(plan.mixture_unit));
+  constexpr size_t kShown = 8;
+  int64_t rest_quota = 0, rest_samples = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    const double per_epoch = static_cast<double>(shares[i].quota) / static_cast<double>(kMixtureQuotaUnit);
+    if (i >= kShown) {
+      rest_quota += shares[i].quota;
+      rest_samples += shares[i].samples;
+      continue;
+    }
+    const std::string name = shares[i].unit < names.size() ? names[shares[i].unit] : std::to_string(shares[i].unit);
+    std::printf("%s %s %.0f (%lld)", i == 0 ? "" : ";", name.c_str(), per_epoch, static_cast<long long>(shares[i].samples));
+  }
+  if (shares.size() > kShown) {
+    std::printf("; %zu more %ss %.0f (%lld)", shares.size() - kShown, mixture_unit_name(plan.mixture_unit),
+                static_cast<double>(rest_quota) / static_cast<double>(kMixtureQuotaUnit), static_cast<long long>(rest_samples));
+  }
+  std::printf("\n");
+}
+
 // Step 1 of the run protocol (train_job.h): the role plan, the train/validation split, the
 // batch plan and, with --resume, where to start. The same on every rank, no messages.
 RunSetup plan_run(const MpiSession& session, const config::Config& config, const TrainSettings& settings,
@@ -182,6 +211,7 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
       }
       std::printf("\n");
     }
+    if (settings.plan.mixture_unit != MixtureUnit::corpus) print_unit_shares(reader, setup.schedule->samples(), settings.plan);
     std::printf("training %lld global steps (%lld per epoch), %zu validation samples\n",
                 static_cast<long long>(setup.end_step), static_cast<long long>(setup.schedule->steps_per_epoch()),
                 setup.validation.size());
@@ -497,6 +527,9 @@ void claim_run_dir(const MpiSession& session, const TrainSettings& settings, con
   if (record.contains("mixture")) {
     for (size_t c = 0; c < settings.mixture.size(); ++c) record["mixture"][c]["weight"] = settings.mixture[c].weight;
     record["mixture_temperature"] = settings.plan.mixture_temperature;
+    if (settings.plan.mixture_unit != MixtureUnit::corpus) {
+      record["mixture_temperature_over"] = mixture_unit_name(settings.plan.mixture_unit);
+    }
   }
   if (options.resume) {
     check_resumed_cache(settings.run_dir, record);

@@ -146,6 +146,9 @@ BatchPlanConfig batch_plan_config(const config::Config& config) {
   // The weights; where each cache's indices begin is known once they are open (train_job.cpp).
   for (const MixtureEntry& entry : parse_mixture(config.string("train.mixture"))) plan.mixture.push_back({0, entry.weight});
   plan.mixture_temperature = config.number("train.mixture_temperature");
+  plan.mixture_unit = parse_mixture_unit(config.string("train.mixture_temperature_over"));
+  // One cache tempered over its languages or speakers is a mixture of one corpus (batch_plan.h).
+  if (plan.mixture.empty() && plan.mixture_unit != MixtureUnit::corpus) plan.mixture.push_back({0, 1.0});
   return plan;
 }
 

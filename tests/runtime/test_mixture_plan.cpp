@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -210,6 +211,122 @@ TEST(MixturePlan, BadWeightsAndTemperaturesAreConfigErrors) {
   mixed = make_mixture({100, 100}, {1.0, 1.0});
   mixed.config.mixture_temperature = 0;
   EXPECT_THROW(BatchPlan::build(mixed.split, mixed.config, 1, 0), ConfigError);
+}
+
+// Sample i of corpus c speaks language language_of(c, i) and is spoken by speaker speaker_of(c, i)
+// (the ids unified over the caches, as CacheReader::open_mixture() gives them).
+void label(Mixed& mixed, const std::function<uint32_t(size_t, int64_t)>& language_of,
+           const std::function<uint32_t(size_t, int64_t)>& speaker_of) {
+  for (PlanSample& sample : mixed.split) {
+    const auto c = static_cast<size_t>(sample.index / 10'000);
+    sample.language = language_of(c, sample.index % 10'000);
+    sample.speaker = speaker_of(c, sample.index % 10'000);
+  }
+}
+
+// Every trained copy of epochs [0, epochs) and the last one's deferred ones, per language.
+std::map<uint32_t, int64_t> per_language(const Mixed& mixed, const std::map<int64_t, int>& counts) {
+  std::map<int64_t, uint32_t> language;
+  for (const PlanSample& sample : mixed.split) language[sample.index] = sample.language;
+  std::map<uint32_t, int64_t> totals;
+  for (const auto& [index, n] : counts) totals[language.at(index)] += n;
+  return totals;
+}
+
+TEST(MixturePlan, OneCacheTemperedOverItsLanguagesUpsamplesTheSmallOneEachSampleOncePerCycle) {
+  // One cache (a mixture of one corpus of weight 1), 900 samples of language 0 and 100 of
+  // language 1: at a = 0.5 the epoch's 1000 are shared 30 : 10, so 750 and 250: language 1's
+  // samples are trained 2.5 times an epoch, each once per cycle, 10 times in 4 epochs.
+  Mixed mixed = make_mixture({1000}, {1.0});
+  label(mixed, [](size_t, int64_t i) { return i % 10 == 3 ? 1u : 0u; }, [](size_t, int64_t) { return 0u; });
+  mixed.config.mixture_temperature = 0.5;
+  mixed.config.mixture_unit = MixtureUnit::language;
+  const auto shares = mixture_unit_shares(mixed.split, mixed.config);
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(shares[0].quota, 750 * kMixtureQuotaUnit);
+  EXPECT_EQ(shares[1].quota, 250 * kMixtureQuotaUnit);
+  EXPECT_EQ(shares[1].samples, 100);
+  const auto counts = run_epochs(mixed, 3, 4);
+  for (int64_t i = 3; i < 1000; i += 10) ASSERT_EQ(counts.at(i), 10) << "sample " << i;
+  const auto totals = per_language(mixed, counts);
+  EXPECT_EQ(totals.at(0), 3000);  // 3.33 cycles: every sample 3 or 4 times
+  EXPECT_EQ(totals.at(1), 1000);
+  for (int64_t i = 0; i < 1000; ++i) {
+    if (i % 10 != 3) {
+      ASSERT_TRUE(counts.at(i) == 3 || counts.at(i) == 4) << "sample " << i << ": " << counts.at(i);
+    }
+  }
+}
+
+TEST(MixturePlan, TemperedLanguagesOfSeveralCachesKeepEachCachesWeightWithinALanguage) {
+  // Cache 0 (weight 1): 600 of language 0, 200 of language 1; cache 1 (weight 2): 100 of language 1.
+  // Masses: language 0 600, language 1 200 + 2 x 100 = 400; the epoch's 1000 shared at a = 0.5 as
+  // sqrt(600) : sqrt(400), then language 1's share split 200 : 200 between its two cells.
+  Mixed mixed = make_mixture({800, 100}, {1.0, 2.0});
+  label(mixed, [](size_t c, int64_t i) { return c == 0 && i < 600 ? 0u : 1u; }, [](size_t, int64_t) { return 0u; });
+  mixed.config.mixture_temperature = 0.5;
+  mixed.config.mixture_unit = MixtureUnit::language;
+  const double language_0 = 1000.0 * std::sqrt(600.0) / (std::sqrt(600.0) + std::sqrt(400.0));
+  const auto shares = mixture_unit_shares(mixed.split, mixed.config);
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_NEAR(static_cast<double>(shares[0].quota) / kMixtureQuotaUnit, language_0, 1e-3);
+  EXPECT_NEAR(static_cast<double>(shares[1].quota) / kMixtureQuotaUnit, 1000.0 - language_0, 1e-3);
+  // One epoch: corpus 1's cell holds half of language 1's share.
+  const BatchPlan plan = BatchPlan::build(mixed.split, mixed.config, 2, 0);
+  EXPECT_NEAR(static_cast<double>(plan.owed_per_corpus()[1]), (1000.0 - language_0) / 2, 1.0);
+  // (Each cell's epoch is whole samples, floored: corpus 0's two cells may lose a sample each.)
+  EXPECT_NEAR(static_cast<double>(plan.owed_per_corpus()[0]), language_0 + (1000.0 - language_0) / 2, 2.0);
+  // At a = 1 each language's share is its mass: the same per-corpus epoch as tempering corpora.
+  mixed.config.mixture_temperature = 1.0;
+  BatchPlanConfig by_corpus = mixed.config;
+  by_corpus.mixture_unit = MixtureUnit::corpus;
+  EXPECT_EQ(BatchPlan::build(mixed.split, mixed.config, 2, 0).owed_per_corpus(),
+            BatchPlan::build(mixed.split, by_corpus, 2, 0).owed_per_corpus());
+}
+
+TEST(MixturePlan, TemperedSpeakersAreEachSeenAsPowersOfTheirSamples) {
+  // Four speakers of 400, 100, 100 and 100 samples at a = 0.5: shares 20 : 10 : 10 : 10 of 700.
+  Mixed mixed = make_mixture({700}, {1.0});
+  label(mixed, [](size_t, int64_t) { return 0u; },
+        [](size_t, int64_t i) { return i < 400 ? 0u : static_cast<uint32_t>(1 + (i - 400) / 100); });
+  mixed.config.mixture_temperature = 0.5;
+  mixed.config.mixture_unit = MixtureUnit::speaker;
+  const auto shares = mixture_unit_shares(mixed.split, mixed.config);
+  ASSERT_EQ(shares.size(), 4u);
+  const int64_t expected[] = {280, 140, 140, 140};
+  for (size_t s = 0; s < 4; ++s) EXPECT_EQ(shares[s].quota, expected[s] * kMixtureQuotaUnit) << "speaker " << s;
+  // Over 5 epochs a 100-sample speaker's 700 copies are 7 whole cycles: each sample 7 times; the
+  // 400-sample speaker's 1400 are 3.5 cycles.
+  const auto counts = run_epochs(mixed, 2, 5);
+  for (int64_t i = 400; i < 700; ++i) ASSERT_EQ(counts.at(i), 7) << "sample " << i;
+  for (int64_t i = 0; i < 400; ++i) ASSERT_TRUE(counts.at(i) == 3 || counts.at(i) == 4) << "sample " << i;
+}
+
+TEST(MixturePlan, TheUnitIsPartOfTheFingerprintAndABadOneIsAConfigError) {
+  Mixed mixed = make_mixture({300, 100}, {1.0, 0.5});
+  label(mixed, [](size_t, int64_t i) { return static_cast<uint32_t>(i % 2); }, [](size_t c, int64_t) { return static_cast<uint32_t>(c); });
+  const std::string by_corpus = BatchPlan::fingerprint_of(mixed.split, mixed.config, 2);
+  mixed.config.mixture_unit = MixtureUnit::language;
+  const std::string by_language = BatchPlan::fingerprint_of(mixed.split, mixed.config, 2);
+  EXPECT_NE(by_language, by_corpus);
+  // The samples' languages are part of it too: relabelled samples are another plan.
+  Mixed relabelled = mixed;
+  label(relabelled, [](size_t, int64_t i) { return static_cast<uint32_t>(i % 3); }, [](size_t c, int64_t) { return static_cast<uint32_t>(c); });
+  EXPECT_NE(BatchPlan::fingerprint_of(relabelled.split, relabelled.config, 2), by_language);
+  // A checkpoint of the corpus-tempered run does not resume as a language-tempered one.
+  BatchPlanConfig corpus_config = mixed.config;
+  corpus_config.mixture_unit = MixtureUnit::corpus;
+  const PlanSchedule run(mixed.split, corpus_config, 2);
+  PlanSchedule changed(mixed.split, mixed.config, 2);
+  EXPECT_THROW(changed.resume(run.record(run.epoch_start(1) + 1)), ConfigError);
+  EXPECT_EQ(parse_mixture_unit("speaker"), MixtureUnit::speaker);
+  try {
+    parse_mixture_unit("languages");
+    FAIL() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("train.mixture_temperature_over = \"languages\""), std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // `sluice train` on a mixture of caches (train.mixture): the real binary, real mpirun ranks and the
 // real libtorch model on two caches prepared from the sample corpus (all of it, and its clips of at
 // most 4.5 s). Short runs: the whole suite stays inside CI's budget on 2 cores.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -8,10 +10,12 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cache/cache_reader.h"
 #include "tests/support/command.h"
 #include "tests/support/report_json.h"
 #include "tests/support/text_file.h"
@@ -73,6 +77,9 @@ TEST_F(Mixture, ThreeRanksTrainOnTwoCachesAndTheReportShowsEachCorpusShare) {
   ASSERT_EQ(last["corpora"].size(), 2u) << validation.dump(2);
   for (const json& loss : last["corpora"]) EXPECT_TRUE(loss.is_number()) << validation.dump(2);
   EXPECT_EQ(read_json(run_dir / "ranks" / "rank-2.json")["validation"], validation);
+  // ... and per language, over both caches (the sample corpus speaks English and Persian).
+  ASSERT_TRUE(last.contains("languages")) << validation.dump(2);
+  for (const char* code : {"en", "fa"}) EXPECT_TRUE(last["languages"][code].is_number()) << validation.dump(2);
   // ... and in the report: report.json "validation" and report.md's table, a column per cache.
   EXPECT_EQ(read_json(run_dir / "report.json")["validation"]["passes"], validation);
   // padding.json: each corpus's share of epoch 0's samples, padding and input time.
@@ -97,6 +104,7 @@ TEST_F(Mixture, ThreeRanksTrainOnTwoCachesAndTheReportShowsEachCorpusShare) {
   EXPECT_NE(report.find("Corpora (train.mixture"), std::string::npos) << report;
   EXPECT_NE(report.find("share of padding"), std::string::npos) << report;
   EXPECT_NE(report.find("| global step | loss | corpus 0 "), std::string::npos) << report;
+  EXPECT_NE(report.find("| language en | language fa |"), std::string::npos) << report;
   // cache.json records the mixture: its caches, fingerprints and weights.
   const json record = read_json(run_dir / "cache.json");
   ASSERT_EQ(record["mixture"].size(), 2u) << record.dump(2);
@@ -186,6 +194,58 @@ TEST_F(Mixture, AnElasticResumeOnFewerModelRanksTrainsEachOwedCopyOnce) {
     twice += n == 2 ? 1 : 0;
   }
   EXPECT_GT(twice, 0) << "the second cache's epoch owes some samples twice";
+}
+
+// The caches' languages and speakers as one table each: a language is its code in every cache, a
+// speaker its cache's (the second cache's follow the first's).
+TEST_F(Mixture, LanguagesAndSpeakersAreUnifiedOverTheCaches) {
+  const cache::CacheReader mixture = cache::CacheReader::open_mixture({short_, all_});
+  const std::vector<fs::path> dirs = {short_, all_};
+  std::vector<std::string> expected_languages;
+  size_t speakers_before = 0;
+  for (size_t c = 0; c < dirs.size(); ++c) {
+    const cache::CacheReader part = cache::CacheReader::open(dirs[c]);
+    expected_languages.insert(expected_languages.end(), part.languages().begin(), part.languages().end());
+    for (int64_t i = 0; i < part.size(); ++i) {
+      const cache::IndexEntry& mine = part.entry(i);
+      const cache::IndexEntry& unified = mixture.entry(mixture.first_index(c) + i);
+      ASSERT_EQ(mixture.languages().at(unified.language), part.languages().at(mine.language)) << "cache " << c << " " << i;
+      ASSERT_EQ(unified.speaker, speakers_before + mine.speaker) << "cache " << c << " " << i;
+      ASSERT_EQ(mixture.speakers().at(unified.speaker), part.speakers().at(mine.speaker));
+      ASSERT_EQ(mixture.speaker_corpus(unified.speaker), c);
+    }
+    speakers_before += part.speakers().size();
+  }
+  std::sort(expected_languages.begin(), expected_languages.end());
+  expected_languages.erase(std::unique(expected_languages.begin(), expected_languages.end()), expected_languages.end());
+  EXPECT_EQ(mixture.languages(), expected_languages);
+  EXPECT_EQ(mixture.languages(), (std::vector<std::string>{"en", "fa"}));
+  EXPECT_EQ(mixture.speakers().size(), speakers_before);
+}
+
+// One cache tempered over its languages (train.mixture_temperature_over: language): the smaller
+// language gets (n_fa / n_en)^a of the larger one's samples per epoch, the epoch's total unchanged;
+// a resume over another unit is refused.
+TEST_F(Mixture, OneCacheTemperedOverItsLanguagesUpsamplesTheSmallerOne) {
+  const fs::path run_dir = scratch("languages");
+  const std::string command = std::string(SLUICE_BINARY) + " train --cache " + all_.string() + " --run-dir " +
+                              run_dir.string() + " --steps 2 --set train.n_buckets=1 --set train.batch_size=4 " +
+                              "--set train.mixture_temperature=0.25 ";
+  const auto result = run(command + "--set train.mixture_temperature_over=language --set train.checkpoint_every=2");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(result.output, match,
+                                std::regex(R"(train.mixture_temperature 0.25 over each language, samples per epoch \(of the )"
+                                           R"(split's\): (\w+) (\d+) \((\d+)\); (\w+) (\d+) \((\d+)\))")))
+      << result.output;
+  const double big = std::stod(match[2]), big_n = std::stod(match[3]);
+  const double small = std::stod(match[5]), small_n = std::stod(match[6]);
+  ASSERT_LT(small_n, big_n) << "the sample corpus has 70 English and 50 Persian clips: " << match[0];
+  EXPECT_NEAR(small / big, std::pow(small_n / big_n, 0.25), 0.02) << match[0];
+  EXPECT_NEAR(small + big, small_n + big_n, 1.0) << match[0];
+  EXPECT_GT(small, small_n) << "upsampled";
+  const auto other = run(command + "--set train.mixture_temperature_over=speaker --resume");
+  EXPECT_EQ(other.exit_code, 2) << other.output;
 }
 
 }  // namespace
