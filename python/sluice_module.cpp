@@ -275,6 +275,20 @@ class FeedHandle {
   }
 
   const sluice::runtime::ModelRankInfo& info() const { return rank_->info(); }
+  // Each cache index's language and speaker (positions in info's languages and speakers).
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> labels(const std::vector<int64_t>& indices) const {
+    const auto& i = info();
+    std::pair<std::vector<int64_t>, std::vector<int64_t>> out;
+    for (int64_t index : indices) {
+      if (index < 0 || static_cast<size_t>(index) >= i.sample_language.size()) {
+        throw sluice::Error(sluice::ErrorKind::internal, "cache index " + std::to_string(index) + " is outside the run's " +
+                                                             std::to_string(i.sample_language.size()) + " samples");
+      }
+      out.first.push_back(i.sample_language[static_cast<size_t>(index)]);
+      out.second.push_back(i.sample_speaker[static_cast<size_t>(index)]);
+    }
+    return out;
+  }
   int64_t done() const { return rank_->stream().done(); }
   bool closed() const { return closed_; }
 
@@ -402,6 +416,7 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
       .def_property_readonly("stop_signal", [](const FeedHandle&) {
         return sluice::stop_requested() ? py::object(py::str(sluice::stop_signal_name())) : py::object(py::none());
       })
+      .def("labels", &FeedHandle::labels)
       .def("close", &FeedHandle::close)
       .def_property_readonly("closed", &FeedHandle::closed)
       .def_property_readonly("done", &FeedHandle::done)
@@ -426,6 +441,8 @@ PYBIND11_MODULE(_sluice, m) {  // the extension module (SLUICE_PYTHON_EXTENSION)
         d["compute_threads"] = i.compute_threads;
         d["corpora"] = i.corpora;
         d["corpus_starts"] = i.corpus_starts;
+        d["languages"] = i.languages;
+        d["speakers"] = i.speakers;
         d["mpi_rank"] = s.rank();
         d["mpi_size"] = s.size();
         d["host"] = s.host();

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -205,13 +206,24 @@ void validation_section(ReportDocument& doc, const json& validation, const json&
   if (passes.empty()) return;
   const json corpora = padding.is_object() ? padding.value("corpora", json::array()) : json::array();
   size_t per_corpus = 0;
-  for (const auto& pass : passes) per_corpus = std::max(per_corpus, pass.value("corpora", json::array()).size());
+  std::set<std::string> language_set;
+  for (const auto& pass : passes) {
+    per_corpus = std::max(per_corpus, pass.value("corpora", json::array()).size());
+    const json by_language = pass.value("languages", json::object());
+    for (const auto& [code, loss] : by_language.items()) language_set.insert(code);
+  }
+  // A column per language, the first kMaxLanguageColumns codes (report.json has every one).
+  constexpr size_t kMaxLanguageColumns = 8;
+  std::vector<std::string> languages(language_set.begin(), language_set.end());
+  const size_t languages_left_out = languages.size() > kMaxLanguageColumns ? languages.size() - kMaxLanguageColumns : 0;
+  languages.resize(languages.size() - languages_left_out);
   doc.heading("Validation loss");
-  DocumentTable table{{"global step", "loss"}, numbers_after(0, 2 + per_corpus), {}, {}};
+  DocumentTable table{{"global step", "loss"}, numbers_after(0, 2 + per_corpus + languages.size()), {}, {}};
   for (size_t c = 0; c < per_corpus; ++c) {
     const std::string name = c < corpora.size() ? corpora[c].value("dir", std::string()) : std::string();
     table.header.push_back("corpus " + std::to_string(c) + (name.empty() ? "" : " " + markdown_literal(name)));
   }
+  for (const std::string& code : languages) table.header.push_back("language " + markdown_literal(code));
   const auto loss_text = [](const json& value) {
     return value.is_number() ? fmt::format("{:.4f}", value.get<double>()) : std::string("-");
   };
@@ -224,6 +236,8 @@ void validation_section(ReportDocument& doc, const json& validation, const json&
                                     loss_text(pass.value("loss", json()))};
     const json losses = pass.value("corpora", json::array());
     for (size_t c = 0; c < per_corpus; ++c) row.push_back(c < losses.size() ? loss_text(losses[c]) : "-");
+    const json by_language = pass.value("languages", json::object());
+    for (const std::string& code : languages) row.push_back(loss_text(by_language.value(code, json())));
     table.rows.push_back(std::move(row));
   }
   doc.table(std::move(table));
@@ -234,7 +248,10 @@ void validation_section(ReportDocument& doc, const json& validation, const json&
                                               passes.size(), kLastPasses)
                                 : std::string(),
                             validation.value("rank", 0), validation.value("rank", 0),
-                            per_corpus > 0 ? "; a corpus column is that cache's validation samples alone" : ""));
+                            std::string(per_corpus > 0 ? "; a corpus column is that cache's validation samples alone" : "") +
+                                (languages.empty() ? "" : "; a language column is that language's samples of every cache") +
+                                (languages_left_out > 0 ? fmt::format(" ({} more languages in report.json)", languages_left_out)
+                                                        : std::string())));
 }
 
 // The progress deadlines per role (runtime.timeouts; runtime/train/progress_watchdog.h), from

@@ -79,16 +79,19 @@ class Batch:
     (normalised as the config says; 0 = padding), mel_lens int32 [B], indices int64 [B] (cache
     sample indices). global_step, epoch, step (within the epoch), size (B). corpus: int64 [B],
     the position of each sample's cache in Feed.corpora (train.mixture; all 0 for one cache).
+    language, speaker: int64 [B], each sample's position in Feed.languages and Feed.speakers
+    (unified over a mixture's caches: a language is its code, a speaker its cache's).
     Its attributes are given until the feed hands out the next batch; a tensor taken before
     stays valid, and holds the slot, for as long as it is referenced.
     """
 
-    __slots__ = ("_handle", "_tensors", "_corpus_starts", "global_step", "epoch", "step", "size")
+    __slots__ = ("_handle", "_tensors", "_corpus_starts", "_labels", "global_step", "epoch", "step", "size")
 
-    def __init__(self, handle, corpus_starts=(0,)):
+    def __init__(self, handle, corpus_starts=(0,), labels=None):
         self._handle = handle
         self._tensors = {}
         self._corpus_starts = corpus_starts
+        self._labels = labels  # indices -> (languages, speakers): the feed's tables
         self.global_step, self.epoch, self.step, self.size = handle.global_step, handle.epoch, handle.step, handle.size
 
     def dlpack(self, name):
@@ -121,6 +124,18 @@ class Batch:
             tensor = self._tensors["corpus"] = _torch().tensor(corpora, dtype=_torch().int64)
         return tensor
 
+    def _labelled(self, name):
+        tensor = self._tensors.get(name)
+        if tensor is None:
+            languages, speakers = self._labels(self.indices.tolist())
+            self._tensors["language"] = _torch().tensor(languages, dtype=_torch().int64)
+            self._tensors["speaker"] = _torch().tensor(speakers, dtype=_torch().int64)
+            tensor = self._tensors[name]
+        return tensor
+
+    language = property(lambda self: self._labelled("language"))
+    speaker = property(lambda self: self._labelled("speaker"))
+
 
 class Feed:
     """This process's place in a `sluice train` job as a model rank.
@@ -151,6 +166,8 @@ class Feed:
         self.compute_threads = info["compute_threads"]  # this rank's share of the node's cores
         self.corpora = list(info["corpora"])  # the caches trained on (train.mixture's, or cache.dir)
         self.corpus_starts = tuple(info["corpus_starts"])  # where each one's cache indices begin
+        self.languages = list(info["languages"])  # language codes: Batch.language points here
+        self.speakers = list(info["speakers"])    # speaker codes, each cache's: Batch.speaker points here
         global _torch_threads
         _torch_threads = self.compute_threads
         if "torch" in sys.modules:  # the script has torch already: its pool gets the share now
@@ -219,7 +236,7 @@ class Feed:
         handle = self._handle.next()
         if handle is None:
             raise StopIteration
-        self._batch = Batch(handle, self.corpus_starts)
+        self._batch = Batch(handle, self.corpus_starts, self._handle.labels)
         return self._batch
 
     def epochs(self):
@@ -285,7 +302,7 @@ class Feed:
                 handle = self._handle.next_validation()
                 if handle is None:
                     return
-                batch = Batch(handle, self.corpus_starts)
+                batch = Batch(handle, self.corpus_starts, self._handle.labels)
                 yield batch
         finally:
             self._handle.end_validation()

@@ -18,22 +18,34 @@ using nlohmann::json;
 
 BatchStream::BatchStream(const ModelRankParts& parts, StepSpans spans, int replay_gpu)
     : parts_(parts), spans_(spans), model_index_(parts.setup.model_index_of(parts.session.rank())),
-      next_step_(parts.setup.first_step) {
+      next_step_(parts.setup.first_step), validation_tally_(make_validation_tally()) {
   if (parts.feed.channel == nullptr) {
     replay_ = std::make_unique<ReplayBatches>(parts.reader, *parts.setup.schedule, model_index_, replay_gpu,
                                               parts.setup.first_step);
   }
   for (size_t c = 0; c < parts.reader.corpora(); ++c) corpus_starts_.push_back(parts.reader.first_index(c));
-  validation_corpus_sums_.assign(2 * corpus_starts_.size(), 0.0);
   const size_t model_ranks = parts.setup.model_ranks.size();
   for (size_t i = static_cast<size_t>(model_index_); i < parts.setup.validation.size(); i += model_ranks) {
     validation_indices_.push_back(parts.setup.validation[i].index);
+  }
+  // Each cache's samples are together (index order); within one, each language's, so that a
+  // validation batch is one language's (next_validation()).
+  if (parts.reader.languages().size() > 1) {
+    const auto language = [&](int64_t index) { return parts.reader.entry(index).language; };
+    std::stable_sort(validation_indices_.begin(), validation_indices_.end(), [&](int64_t a, int64_t b) {
+      const size_t corpus_a = parts.reader.corpus_of(a), corpus_b = parts.reader.corpus_of(b);
+      return corpus_a != corpus_b ? corpus_a < corpus_b : language(a) < language(b);
+    });
   }
   started_ = Clock::now();
   tally_.restart_interval();
 }
 
 BatchStream::~BatchStream() = default;
+
+ValidationTally BatchStream::make_validation_tally() const {
+  return ValidationTally(parts_.reader.corpora(), parts_.reader.languages());
+}
 
 std::optional<StreamBatch> BatchStream::next() {
   if (closed_) throw TransportError("next batch asked of a closed feed (after close() or a failure)");
@@ -120,10 +132,7 @@ void BatchStream::end_step(std::optional<double> loss) {
 
 void BatchStream::report_loss(double loss) {
   if (validation_start_ns_ >= 0) {
-    validation_loss_sum_ += loss * static_cast<double>(validation_batch_size_);
-    validation_samples_ += static_cast<double>(validation_batch_size_);
-    validation_corpus_sums_[2 * validation_corpus_] += loss * static_cast<double>(validation_batch_size_);
-    validation_corpus_sums_[2 * validation_corpus_ + 1] += static_cast<double>(validation_batch_size_);
+    validation_tally_.add(loss, static_cast<double>(validation_batch_size_), validation_corpus_, validation_language_);
     return;
   }
   // A non-finite loss reported anywhere in the step stays the step's.
@@ -214,12 +223,10 @@ void BatchStream::record_unmarked(int64_t until_ns) {
 // of {stop signal, non-finite training loss, validation loss x samples, validation samples}.
 void BatchStream::agree(double loss) {
   const int64_t step = next_step_ - 1;
-  // A mixture's per-corpus validation sums ride along (every model rank has the same caches).
-  std::vector<float> flags = {stop_requested() || data_rank_stop_ ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f,
-                              static_cast<float>(validation_loss_sum_), static_cast<float>(validation_samples_)};
-  if (corpora() > 1) {
-    for (double sum : validation_corpus_sums_) flags.push_back(static_cast<float>(sum));
-  }
+  // The validation sums ride along (every model rank has the same caches and languages).
+  std::vector<float> flags = {stop_requested() || data_rank_stop_ ? 1.0f : 0.0f, std::isfinite(loss) ? 0.0f : 1.0f};
+  const std::vector<float> validation = validation_tally_.flat();
+  flags.insert(flags.end(), validation.begin(), validation.end());
   if (parts_.reducer != nullptr) {
     timing::ScopedSpan span(timing::Stage::sync, step);
     parts_.reducer->all_reduce_sum(flags.data(), flags.size());
@@ -227,21 +234,14 @@ void BatchStream::agree(double loss) {
   if (flags[1] > 0) stop_on_nonfinite_loss("training", step, loss);
   if (flags[3] > 0) {
     const double mean = static_cast<double>(flags[2]) / static_cast<double>(flags[3]);
-    const double mine = validation_samples_ > 0 ? validation_loss_sum_ / validation_samples_ : 0.0;
+    const double mine = validation_tally_.samples() > 0 ? validation_tally_.loss_sum() / validation_tally_.samples() : 0.0;
     if (!std::isfinite(mean)) stop_on_nonfinite_loss("validation", step, mine);
     // No batch was handed out since the pass: it followed global step next_step_ - 1.
     json record = {{"global_step", next_step_}, {"loss", mean}};
-    if (corpora() > 1) {
-      record["corpora"] = json::array();
-      for (size_t c = 0; c < corpora(); ++c) {
-        const float samples = flags[4 + 2 * c + 1];
-        record["corpora"].push_back(samples > 0 ? json(static_cast<double>(flags[4 + 2 * c]) / samples) : json(nullptr));
-      }
-    }
+    validation_tally_.describe(flags.data() + 2, record);
     validations_.push_back(std::move(record));
   }
-  validation_loss_sum_ = validation_samples_ = 0;
-  std::fill(validation_corpus_sums_.begin(), validation_corpus_sums_.end(), 0.0);
+  validation_tally_.clear();
   if (flags[0] > 0 && next_step_ < parts_.setup.end_step) {
     stopped_at_ = next_step_;
     parts_.context.stopped = true;
@@ -294,14 +294,14 @@ std::optional<StreamBatch> BatchStream::next_validation() {
   if (validation_next_ >= validation_indices_.size()) return std::nullopt;
   const size_t per_batch = static_cast<size_t>(std::max(1, parts_.settings.plan.batch_size));
   size_t end = std::min(validation_indices_.size(), validation_next_ + per_batch);
-  // Within one cache of a mixture (the indices are sorted, so each cache's are together).
+  // Within one cache and one language (the constructor ordered them so, each one's together).
   const int64_t first = validation_indices_[validation_next_];
-  validation_corpus_ =
-      static_cast<size_t>(std::upper_bound(corpus_starts_.begin(), corpus_starts_.end(), first) - corpus_starts_.begin()) - 1;
-  if (validation_corpus_ + 1 < corpus_starts_.size()) {
-    const int64_t next_start = corpus_starts_[validation_corpus_ + 1];
-    while (end > validation_next_ + 1 && validation_indices_[end - 1] >= next_start) --end;
-  }
+  validation_corpus_ = parts_.reader.corpus_of(first);
+  validation_language_ = parts_.reader.entry(first).language;
+  const auto other = [&](int64_t index) {
+    return parts_.reader.corpus_of(index) != validation_corpus_ || parts_.reader.entry(index).language != validation_language_;
+  };
+  while (end > validation_next_ + 1 && other(validation_indices_[end - 1])) --end;
   const std::vector<int64_t> indices(validation_indices_.begin() + static_cast<ptrdiff_t>(validation_next_),
                                      validation_indices_.begin() + static_cast<ptrdiff_t>(end));
   validation_next_ = end;

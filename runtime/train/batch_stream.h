@@ -75,6 +75,7 @@
 #include "runtime/train/batch_buffer.h"
 #include "runtime/train/model_side.h"
 #include "runtime/train/step_tally.h"
+#include "runtime/train/validation_tally.h"
 #include "runtime/transport/feed_channel.h"
 #include "timing/stage.h"
 
@@ -144,11 +145,15 @@ class BatchStream {
   // a finished run validates once more).
   bool validation_due(int64_t done) const;
   size_t validation_samples() const { return validation_indices_.size(); }
-  // train.mixture: a validation batch never mixes caches, so its loss is one corpus's; the corpus
-  // of the batch handed out last (0 for one cache), and how many there are. A pass's record
-  // ("validation" of the rank's stats) then has "corpora": each corpus's mean loss (null: none).
+  // A validation batch never mixes caches or languages, so its loss is one corpus's and one
+  // language's: the corpus (0 for one cache) and the language (CacheReader::languages()) of the
+  // batch handed out last. A pass's record ("validation" of the rank's stats) then has each
+  // corpus's and each language's mean loss (validation_tally.h).
   size_t validation_corpus() const { return validation_corpus_; }
+  size_t validation_language() const { return validation_language_; }
   size_t corpora() const { return corpus_starts_.size(); }
+  // An empty tally of this run's caches and languages.
+  ValidationTally make_validation_tally() const;
 
   // Ends the stream: gives the current slot back and, when the run did not reach its end, shuts
   // the channel (the data rank stops sending). Makes no agreement. Idempotent.
@@ -216,11 +221,10 @@ class BatchStream {
   size_t validation_next_ = 0;
   int64_t validation_start_ns_ = -1;
   int64_t validation_batch_size_ = 0;  // of the batch handed out last
-  double validation_loss_sum_ = 0;     // reported loss x samples since the last agreement
-  double validation_samples_ = 0;
-  std::vector<int64_t> corpus_starts_;       // each cache's first index (CacheReader::first_index)
+  std::vector<int64_t> corpus_starts_;  // each cache's first index (CacheReader::first_index)
   size_t validation_corpus_ = 0;
-  std::vector<double> validation_corpus_sums_;  // per corpus: loss x samples, samples
+  size_t validation_language_ = 0;
+  ValidationTally validation_tally_;  // the script's reported losses since the last agreement
   std::unique_ptr<BatchAssembler> validation_assembler_;
   std::unique_ptr<model::FeatureTransform> validation_normalizer_;
   // The validation batch's bytes, owned by its lease (LEASES): a new buffer when a kept tensor

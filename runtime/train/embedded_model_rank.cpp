@@ -125,6 +125,14 @@ nlohmann::json EmbeddedModelRank::hand_over(const ModelRankParts& parts) {
     info.corpora.push_back(parts.reader.corpus_dir(c).string());
     info.corpus_starts.push_back(parts.reader.first_index(c));
   }
+  info.languages = parts.reader.languages();
+  info.speakers = parts.reader.speakers();
+  info.sample_language.reserve(parts.reader.entries().size());
+  info.sample_speaker.reserve(parts.reader.entries().size());
+  for (const cache::IndexEntry& entry : parts.reader.entries()) {
+    info.sample_language.push_back(entry.language);
+    info.sample_speaker.push_back(entry.speaker);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stream_ = std::move(stream);

@@ -53,6 +53,11 @@ struct ModelRankInfo {
   // indices begin: a batch's indices say which corpus each sample is from.
   std::vector<std::string> corpora;
   std::vector<int64_t> corpus_starts;
+  // The run's languages and speakers (unified over a mixture's caches, cache/cache_reader.h) and
+  // each cache index's position in them: what a multilingual, multi-speaker model embeds.
+  std::vector<std::string> languages, speakers;
+  std::vector<uint16_t> sample_language;
+  std::vector<uint32_t> sample_speaker;
 };
 
 class EmbeddedModelRank {

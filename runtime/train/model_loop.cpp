@@ -162,22 +162,16 @@ json ModelLoop::run() {
 // validation samples.
 // The pass, its all-reduce included, is one validation span (the stream's).
 json ModelLoop::validation_pass(int64_t done) {
-  // loss x samples, samples; then the same per cache of a mixture (the stream's validation
-  // batches never mix caches).
-  const size_t corpora = stream_.corpora() > 1 ? stream_.corpora() : 0;
-  std::vector<double> sums(2 + 2 * corpora, 0.0);
+  // loss x samples, samples; in all, per cache and per language (the stream's validation batches
+  // mix neither).
+  ValidationTally tally = stream_.make_validation_tally();
   stream_.start_validation();
   while (const std::optional<StreamBatch> batch = stream_.next_validation()) {
     const double loss = trainer_->validation_loss(view_of(batch->host));
-    const auto samples = static_cast<double>(batch->host.header->batch_size);
-    sums[0] += loss * samples;
-    sums[1] += samples;
-    if (corpora > 0) {
-      sums[2 + 2 * stream_.validation_corpus()] += loss * samples;
-      sums[3 + 2 * stream_.validation_corpus()] += samples;
-    }
+    tally.add(loss, static_cast<double>(batch->host.header->batch_size), stream_.validation_corpus(),
+              stream_.validation_language());
   }
-  std::vector<float> buffer(sums.begin(), sums.end());
+  std::vector<float> buffer = tally.flat();
   if (reducer_ != nullptr) reducer_->all_reduce_sum(buffer.data(), buffer.size());
   stream_.end_validation();
   json record = {{"global_step", done}};
@@ -187,16 +181,10 @@ json ModelLoop::validation_pass(int64_t done) {
   }
   const double mean = static_cast<double>(buffer[0]) / static_cast<double>(buffer[1]);
   if (!std::isfinite(mean)) {
-    stream_.stop_on_nonfinite_loss("validation", done - 1, sums[1] > 0 ? sums[0] / sums[1] : 0.0);
+    stream_.stop_on_nonfinite_loss("validation", done - 1, tally.samples() > 0 ? tally.loss_sum() / tally.samples() : 0.0);
   }
   record["loss"] = mean;
-  if (corpora > 0) {
-    record["corpora"] = json::array();
-    for (size_t c = 0; c < corpora; ++c) {
-      const float samples = buffer[3 + 2 * c];
-      record["corpora"].push_back(samples > 0 ? json(static_cast<double>(buffer[2 + 2 * c]) / samples) : json(nullptr));
-    }
-  }
+  tally.describe(buffer.data(), record);
   return record;
 }
 

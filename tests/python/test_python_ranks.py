@@ -242,10 +242,30 @@ class PythonRanks(unittest.TestCase):
                 self.assertEqual(batch["corpus"], [int(i >= start) for i in batch["indices"]])
             for corpus in record["validation_corpora"]:  # a validation batch is one corpus's
                 self.assertEqual(len(set(corpus)), 1, record["validation_corpora"])
+            # Languages and speakers unified over the caches: the sample corpus speaks en and fa.
+            self.assertEqual(record["languages"], ["en", "fa"], output)
+            self.assertGreater(len(record["speakers"]), 0)
+            for batch in record["batches"]:
+                self.assertTrue(all(0 <= language < 2 for language in batch["language"]), batch)
+                self.assertTrue(all(0 <= speaker < len(record["speakers"]) for speaker in batch["speaker"]), batch)
+            for vbatch in record["validation_batches"]:  # ... and one language's
+                self.assertEqual(len(set(vbatch["language"])), 1, record["validation_batches"])
         validation = read_json(os.path.join(run_dir, "ranks", "rank-1.json"))["validation"]
         self.assertEqual(validation[0]["global_step"], 3, validation)
-        expected = [1.0, 2.0] if read_json(out.format(rank=0))["torch"] else [1.0, 1.0]
+        with_torch = read_json(out.format(rank=0))["torch"]
+        expected = [1.0, 2.0] if with_torch else [1.0, 1.0]
         self.assertEqual(validation[0]["corpora"], expected, validation)
+        # Per language: each batch's loss (1 + its corpus) weighted by its size, over both ranks.
+        self.assertEqual(sorted(validation[0]["languages"]), ["en", "fa"], validation)
+        if with_torch:
+            sums = {0: [0.0, 0], 1: [0.0, 0]}
+            for rank in (0, 1):
+                for vbatch in read_json(out.format(rank=rank))["validation_batches"]:
+                    size = len(vbatch["corpus"])
+                    sums[vbatch["language"][0]][0] += (1.0 + vbatch["corpus"][0]) * size
+                    sums[vbatch["language"][0]][1] += size
+            for language, code in ((0, "en"), (1, "fa")):
+                self.assertAlmostEqual(validation[0]["languages"][code], sums[language][0] / sums[language][1], places=5)
 
     # Every planned batch arrives exactly once per epoch, and a resumed run continues with the
     # same batches from the step it is given.
