@@ -257,11 +257,13 @@ json to_json(const DoctorFacts& facts, const std::vector<Problem>& problems) {
   }
   out["config"] = config;
   const CacheFacts& cache = facts.cache;
-  json cache_json = {{"dir", cache.dir},         {"exists", cache.exists},   {"complete", cache.complete},
+  json cache_json = {{"dir", cache.dir},         {"mixture", cache.mixture}, {"exists", cache.exists},
+                     {"complete", cache.complete},
                      {"open_error", cache.open_error}, {"samples", cache.samples}, {"shards", cache.shards},
                      {"n_mels", cache.n_mels},   {"verified", cache.verified}, {"verify_faults", cache.verify_faults}};
   if (cache.read) {
-    cache_json["sequential_read"] = {{"files", cache.read->files},
+    cache_json["sequential_read"] = {{"dir", cache.read_dir},
+                                     {"files", cache.read->files},
                                      {"bytes", cache.read->bytes},
                                      {"seconds", cache.read->seconds},
                                      {"mb_per_s", cache.read->mb_per_s},
@@ -326,7 +328,9 @@ std::string to_table(const DoctorFacts& facts, const std::vector<Problem>& probl
   }
   const CacheFacts& cache = facts.cache;
   if (cache.complete && cache.open_error.empty()) {
-    row("cache", cache.dir + ": " + std::to_string(cache.samples) + " samples in " + std::to_string(cache.shards) +
+    const std::string what =
+        cache.mixture.empty() ? cache.dir : "train.mixture of " + std::to_string(cache.mixture.size()) + " caches";
+    row("cache", what + ": " + std::to_string(cache.samples) + " samples in " + std::to_string(cache.shards) +
                      " shards, " + std::to_string(cache.n_mels) + " mels" +
                      (cache.verified ? (cache.verify_faults.empty() ? ", verified" : ", FAULTS") : ", not verified"));
   } else {
@@ -337,7 +341,7 @@ std::string to_table(const DoctorFacts& facts, const std::vector<Problem>& probl
     std::snprintf(text, sizeof(text), "%.0f MB/s sequential over %d shard file(s), %.1f MB; %.0f%% in the page cache before",
                   cache.read->mb_per_s, cache.read->files, static_cast<double>(cache.read->bytes) / 1e6,
                   100.0 * cache.read->resident_before);
-    row("cache read", text);
+    row("cache read", text + (cache.mixture.empty() ? std::string() : " (the slowest cache, " + cache.read_dir + ")"));
   }
   out << "\n";
   if (problems.empty()) out << "no problems found\n";
@@ -364,25 +368,34 @@ std::string mpi_library_version() {
 void collect_cache(const config::Config& config, const DoctorOptions& options, DoctorFacts& facts) {
   CacheFacts& cache = facts.cache;
   cache.dir = config.string("cache.dir");
-  // train.mixture: its caches are opened as train opens them (their features must agree); the
-  // first stands for them in the cache row and the read measurement.
-  std::vector<fs::path> mixture_dirs;
+  // train.mixture: its caches are opened as train opens them (their features must agree), and
+  // each is checked, measured and verified as one cache.dir would be.
   try {
-    for (const MixtureEntry& entry : parse_mixture(config.string("train.mixture"))) mixture_dirs.emplace_back(entry.dir);
+    for (const MixtureEntry& entry : parse_mixture(config.string("train.mixture"))) cache.mixture.push_back(entry.dir);
   } catch (const ConfigError& error) {
     if (facts.config_error.empty()) facts.config_error = error.what();
   }
-  if (!mixture_dirs.empty()) cache.dir = mixture_dirs.front().string();
+  const std::vector<std::string> dirs = cache.mixture.empty() ? std::vector<std::string>{cache.dir} : cache.mixture;
+  cache.dir = dirs.front();
   if (cache.dir.empty()) return;
-  cache.exists = fs::is_directory(cache.dir);
-  cache.complete = cache.exists && fs::exists(fs::path(cache.dir) / cache::Manifest::file_name);
-  if (!cache.complete) return;
+  for (const std::string& dir : dirs) {
+    cache.dir = dir;
+    cache.exists = fs::is_directory(dir);
+    cache.complete = cache.exists && fs::exists(fs::path(dir) / cache::Manifest::file_name);
+    if (!cache.complete) return;  // names the first cache that is not there
+  }
+  cache.dir = dirs.front();
   try {
+    std::vector<fs::path> paths(dirs.begin(), dirs.end());
     const auto reader =
-        mixture_dirs.empty() ? cache::CacheReader::open(cache.dir) : cache::CacheReader::open_mixture(mixture_dirs);
+        cache.mixture.empty() ? cache::CacheReader::open(cache.dir) : cache::CacheReader::open_mixture(paths);
     cache.samples = reader.size();
     cache.n_mels = reader.n_mels();
-    cache.shards = static_cast<int>(reader.manifest()["shards"].size());
+    cache.shards = static_cast<int>(reader.manifest().value("shards", json::array()).size());
+    if (reader.manifest().contains("mixture")) {
+      cache.shards = 0;
+      for (const auto& part : reader.manifest()["mixture"]) cache.shards += part.value("shard_count", 0);
+    }
     // The settings prep recorded are the cache's, as in train (a given one that differs fails here),
     // then the batch plan as train builds it: a batch size or bucket setting that cannot work fails too.
     if (facts.config_error.empty() && facts.roles) {
@@ -402,18 +415,29 @@ void collect_cache(const config::Config& config, const DoctorOptions& options, D
     cache.open_error = error.what();
     return;
   }
-  try {
-    cache.read = cache::measure_sequential_read(cache.dir, options.read_bytes);
-  } catch (const Error& error) {
-    cache.open_error = error.what();
+  // Each cache's share of --read-bytes; the slowest stands for the mixture (it paces its batches).
+  const int64_t read_bytes = options.read_bytes / static_cast<int64_t>(dirs.size());
+  for (const std::string& dir : dirs) {
+    try {
+      const cache::SequentialRead read = cache::measure_sequential_read(dir, read_bytes);
+      if (!cache.read || read.mb_per_s < cache.read->mb_per_s) {
+        cache.read = read;
+        cache.read_dir = dir;
+      }
+    } catch (const Error& error) {
+      cache.open_error = error.what();
+      return;
+    }
   }
   if (options.verify) {
-    const cache::VerifyResult result = cache::verify_cache(cache.dir);
     cache.verified = true;
-    for (const auto& fault : result.faults) {
-      if (cache.verify_faults.size() >= 5) break;
-      cache.verify_faults.push_back(fault.file + (fault.sample_id.empty() ? "" : " sample " + fault.sample_id) + ": " +
-                                    fault.problem);
+    for (const std::string& dir : dirs) {
+      const cache::VerifyResult result = cache::verify_cache(dir);
+      for (const auto& fault : result.faults) {
+        if (cache.verify_faults.size() >= 5) break;
+        cache.verify_faults.push_back((cache.mixture.empty() ? "" : dir + "/") + fault.file +
+                                      (fault.sample_id.empty() ? "" : " sample " + fault.sample_id) + ": " + fault.problem);
+      }
     }
   }
 }

@@ -47,7 +47,10 @@ struct LaunchFacts {
 std::string launcher_from_env(const std::function<const char*(const char*)>& lookup);
 
 struct CacheFacts {
-  std::string dir;          // cache.dir ("" when not set)
+  std::string dir;          // cache.dir ("" when not set); with train.mixture the first cache, or
+                            // the first that is missing or unfinished
+  std::vector<std::string> mixture;  // train.mixture's caches, each checked as cache.dir is
+  std::string read_dir;     // the cache `read` measured: with a mixture, the slowest
   bool exists = false;      // the directory exists
   bool complete = false;    // manifest.json present
   std::string open_error;   // CacheReader::open's error, "" when it opened
@@ -55,8 +58,8 @@ struct CacheFacts {
   int shards = 0;
   int n_mels = 0;
   std::optional<cache::SequentialRead> read;  // the sequential read measurement, when taken
-  bool verified = false;    // a full verify ran in this doctor run
-  std::vector<std::string> verify_faults;  // its faults (first few), when it ran
+  bool verified = false;    // a full verify ran in this doctor run (on every cache of a mixture)
+  std::vector<std::string> verify_faults;  // its faults (first few), when it ran; a mixture's name their cache
 };
 
 struct DoctorFacts {

@@ -125,6 +125,44 @@ TEST_F(Tuning, DoctorReportsABadConfigFileWithTrainsErrorAndAMissingCache) {
   EXPECT_TRUE(has_problem(missing, "blocking", "cache", "does not exist")) << missing["problems"].dump(2);
 }
 
+// train.mixture: every cache is checked as cache.dir is (before, only the first one was): the
+// totals are the mixture's, a missing second cache is named, and --verify reads each.
+TEST_F(Tuning, DoctorChecksEveryCacheOfAMixture) {
+  const fs::path dir = test::scratch_dir("tuning-test", "mixture");
+  const fs::path copy = dir / "copy";
+  fs::copy(cache_, copy, fs::copy_options::recursive);
+  int code = -1;
+  const std::string both = " --set 'train.mixture=" + cache_.string() + ":1, " + copy.string() + ":0.5'";
+  const json report = doctor(both + " --verify", &code);
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(code, 0) << report.dump(2);
+  EXPECT_EQ(report["cache"]["samples"], 240);
+  EXPECT_EQ(report["cache"]["shards"], 8);
+  EXPECT_EQ(report["cache"]["mixture"].size(), 2u);
+  EXPECT_TRUE(report["cache"]["verify_faults"].empty()) << report["cache"].dump(2);
+
+  // A flipped byte in the second cache's shard (same size, so it still opens): --verify names it.
+  const fs::path shard = copy / "shard-00001.h5";
+  std::fstream file(shard, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(fs::file_size(shard) / 2));
+  char byte = 0;
+  file.read(&byte, 1);
+  file.seekp(static_cast<std::streamoff>(fs::file_size(shard) / 2));
+  byte = static_cast<char>(byte ^ 0x5a);
+  file.write(&byte, 1);
+  file.close();
+  const json damaged = doctor(both + " --verify", &code);
+  EXPECT_EQ(code, 1) << damaged.dump(2);
+  ASSERT_FALSE(damaged["cache"]["verify_faults"].empty()) << damaged["cache"].dump(2);
+  EXPECT_NE(damaged["cache"]["verify_faults"][0].get<std::string>().find(copy.string() + "/shard-00001.h5"), std::string::npos)
+      << damaged["cache"].dump(2);
+
+  const json missing = doctor(" --set 'train.mixture=" + cache_.string() + ":1, " + (dir / "nowhere").string() + ":1'", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(has_problem(missing, "blocking", "cache", "cache directory " + (dir / "nowhere").string() + " does not exist"))
+      << missing["problems"].dump(2);
+}
+
 TEST_F(Tuning, SweepRunsEveryPointAndPrintsTheTable) {
   const fs::path scratch = test::scratch_dir("tuning-test", "sweep");
   const CommandResult result = test::run_command(
