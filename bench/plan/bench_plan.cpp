@@ -1,7 +1,12 @@
 // Start-up at cluster scale: what every rank of `sluice train` computes before its first step,
 // for a corpus and a rank count of a cluster (default: 1,000,000 samples, 4,096 model ranks).
 //
-//   bench_plan [SAMPLES] [MODEL_RANKS] [BATCH_SIZE] [REPEATS] [INDEX_FILE]
+//   bench_plan [SAMPLES] [MODEL_RANKS] [BATCH_SIZE] [REPEATS] [INDEX_FILE] [MIXTURE_UNIT]
+//
+// INDEX_FILE "-" skips the index. MIXTURE_UNIT (corpus, language or speaker) times the same as a
+// mixture: the samples in two caches (70% and 30%, weights 1 and 0.37), train.mixture_temperature
+// 0.5 over that unit, every 7th sample of a second language, 400 samples a speaker; and counts
+// 200 epochs of the schedule (PlanSchedule::epoch_start, what a run's numbering needs).
 //
 // Prints the minimum and median seconds (over REPEATS), wall and this process's CPU, of:
 //   - the batch plan of one epoch (BatchPlan::build), as every rank builds it at start-up;
@@ -21,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "cache/cache_index.h"
@@ -125,11 +131,22 @@ int main(int argc, char** argv) {
   const int model_ranks = argc > 2 ? std::atoi(argv[2]) : 4096;
   const int batch_size = argc > 3 ? std::atoi(argv[3]) : 4;
   const int repeats = std::max(1, argc > 4 ? std::atoi(argv[4]) : 5);
-  const char* index_file = argc > 5 ? argv[5] : nullptr;
+  const char* index_file = argc > 5 && std::string(argv[5]) != "-" ? argv[5] : nullptr;
 
-  const std::vector<PlanSample> split = make_split(samples);
+  std::vector<PlanSample> split = make_split(samples);
   runtime::BatchPlanConfig config;
   config.batch_size = batch_size;
+  if (argc > 6) {
+    config.mixture = {{0, 1.0}, {samples * 7 / 10, 0.37}};
+    config.mixture_temperature = 0.5;
+    config.mixture_unit = runtime::parse_mixture_unit(argv[6]);
+    for (PlanSample& sample : split) {
+      sample.language = sample.index % 7 == 0 ? 1 : 0;
+      sample.speaker = static_cast<uint32_t>(sample.index / 400);
+    }
+    std::printf("a mixture of two caches (weights 1 and 0.37), temperature 0.5 over each %s\n",
+                runtime::mixture_unit_name(config.mixture_unit));
+  }
   std::printf("%lld samples, %d model ranks, batch size %d, %d buckets, %d repeats\n",
               static_cast<long long>(samples), model_ranks, batch_size, config.n_buckets, repeats);
   std::printf("%-58s %11s %11s %11s %11s\n", "", "wall min", "wall median", "CPU min", "CPU median");
@@ -148,6 +165,12 @@ int main(int argc, char** argv) {
   const double plan_mib = static_cast<double>(plan.steps() * model_ranks * batch_size * 8) / (1 << 20);
   std::printf("plan: %lld steps in epoch 0, %.1f MiB of sample indices\n", static_cast<long long>(plan.steps()),
               plan_mib);
+  if (!config.mixture.empty()) {
+    print("schedule counted to epoch 200 (PlanSchedule::epoch_start)", time_it(repeats, [&] {
+            runtime::PlanSchedule schedule(split, config, model_ranks);
+            (void)schedule.epoch_start(200);
+          }));
+  }
   account_epochs(split, config, model_ranks, 3);
   if (index_file != nullptr) {
     int64_t rows = 0;
