@@ -185,6 +185,29 @@ void padding_section(ReportDocument& doc, const json& padding) {
     }
     doc.table(std::move(shares));
   }
+  // train.mixture_temperature_over language or speaker: what the temperature gives each unit
+  // (padding_summary.h, "mixture_units": the most sampled, bounded).
+  const json units = padding.value("mixture_units", json());
+  if (units.is_object()) {
+    const std::string over = units.value("over", std::string("unit"));
+    doc.heading(fmt::format("{}s (train.mixture_temperature {:g} over each {}; an epoch's samples)",
+                            over == "language" ? "Language" : "Speaker", units.value("temperature", 1.0), over),
+                3);
+    DocumentTable shares_table{{over, "training samples", "samples per epoch", "times per epoch"}, numbers_after(0, 4), {}, {}};
+    const auto row = [&](const std::string& name, int64_t samples, double per_epoch) {
+      shares_table.rows.push_back({name, std::to_string(samples), fmt::format("{:.0f}", per_epoch),
+                            samples > 0 ? fmt::format("{:.2f}", per_epoch / static_cast<double>(samples)) : "-"});
+    };
+    for (const auto& unit : units.value("units", json::array())) {
+      row(markdown_literal(unit.value("name", std::string())), unit.value("samples", int64_t{0}), unit.value("per_epoch", 0.0));
+    }
+    if (units.contains("others")) {
+      const json& others = units["others"];
+      row(fmt::format("{} more", others.value("units", int64_t{0})), others.value("samples", int64_t{0}),
+          others.value("per_epoch", 0.0));
+    }
+    doc.table(std::move(shares_table));
+  }
   // No sample is left out (batch_plan.h, "Remainder"): say where the remainder went.
   const json remainder = padding.value("remainder", json::object());
   if (remainder.contains("spilled")) {

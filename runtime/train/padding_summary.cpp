@@ -89,8 +89,39 @@ PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const B
   return summary;
 }
 
+json mixture_units_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                        const std::vector<std::string>& names, size_t shown) {
+  if (config.mixture_unit == MixtureUnit::corpus || config.mixture.empty()) return nullptr;
+  std::vector<MixtureUnitShare> shares = mixture_unit_shares(samples, config);
+  std::stable_sort(shares.begin(), shares.end(),
+                   [](const MixtureUnitShare& a, const MixtureUnitShare& b) { return a.quota > b.quota; });
+  const auto per_epoch = [](int64_t quota) { return static_cast<double>(quota) / static_cast<double>(kMixtureQuotaUnit); };
+  json units = json::array();
+  int64_t other_quota = 0, other_samples = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    const MixtureUnitShare& share = shares[i];
+    if (i >= shown) {
+      other_quota += share.quota;
+      other_samples += share.samples;
+      continue;
+    }
+    units.push_back({{"unit", share.unit},
+                     {"name", share.unit < names.size() ? names[share.unit] : std::to_string(share.unit)},
+                     {"samples", share.samples},
+                     {"per_epoch", per_epoch(share.quota)}});
+  }
+  json document = {{"over", mixture_unit_name(config.mixture_unit)},
+                   {"temperature", config.mixture_temperature},
+                   {"units", units}};
+  if (shares.size() > shown) {
+    document["others"] = {{"units", shares.size() - shown}, {"samples", other_samples}, {"per_epoch", per_epoch(other_quota)}};
+  }
+  return document;
+}
+
 json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks,
-                  int64_t deferred_past_end, const std::vector<std::string>& corpus_dirs) {
+                  int64_t deferred_past_end, const std::vector<std::string>& corpus_dirs,
+                  const std::vector<std::string>& unit_names) {
   const PaddingSummary now = summarize_padding(samples, config, model_ranks);
   json corpora = json::array();
   PaddingFigures all;
@@ -151,14 +182,17 @@ json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig&
           {"alternatives", alternatives},
           {"remainder", remainder}};
   if (!corpora.empty()) document["corpora"] = corpora;
+  const json units = mixture_units_json(samples, config, unit_names);
+  if (!units.is_null()) document["mixture_units"] = units;
   return document;
 }
 
 void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
                            const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end,
-                           const std::vector<std::string>& corpus_dirs) {
+                           const std::vector<std::string>& corpus_dirs, const std::vector<std::string>& unit_names) {
   write_file_atomically(run_dir / "padding.json",
-                        padding_json(samples, config, model_ranks, deferred_past_end, corpus_dirs).dump(2) + "\n");
+                        padding_json(samples, config, model_ranks, deferred_past_end, corpus_dirs, unit_names).dump(2) +
+                            "\n");
 }
 
 }  // namespace sluice::runtime

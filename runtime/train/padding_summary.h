@@ -26,6 +26,10 @@
 //              sample_share, padding_share, frame_share}]  (train.mixture only; epoch 0's planned
 //              batches: each corpus's samples, the padding its samples' rows carry (padded - real
 //              frames) and its real frames (input time), each as a share of all corpora's)
+//   mixture_units {over, temperature, units: [{unit, name, samples, per_epoch}], others: {units,
+//              samples, per_epoch}}  (train.mixture_temperature_over language or speaker only: each
+//              unit's training samples and samples per epoch (mixture_unit_shares()), the most
+//              sampled first, at most 16; "others" sums the rest, absent when none are left out)
 //   alternatives [{n_buckets, buckets, frame_efficiency, token_efficiency,
 //                  padded_frames_saved_fraction}]  (quantile buckets only; saved: of today's padded frames
 //                  per real frame)
@@ -71,15 +75,22 @@ struct PaddingSummary {
 PaddingSummary summarize_padding(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
                                  int model_ranks);
 
+// "mixture_units" above for the `shown` most sampled units; `names`: the unit ids' names
+// (CacheReader::languages() or speakers()). Null for train.mixture_temperature_over corpus.
+nlohmann::json mixture_units_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config,
+                                  const std::vector<std::string>& names, size_t shown = 16);
+
 // The whole "sluice-padding/1" document, alternatives included; `deferred_past_end` < 0: the run
 // ends at train.steps, not after whole epochs.
-// `corpus_dirs`: train.mixture's caches, named in "corpora".
+// `corpus_dirs`: train.mixture's caches, named in "corpora"; `unit_names`: see mixture_units_json().
 nlohmann::json padding_json(const std::vector<PlanSample>& samples, const BatchPlanConfig& config, int model_ranks,
-                            int64_t deferred_past_end = -1, const std::vector<std::string>& corpus_dirs = {});
+                            int64_t deferred_past_end = -1, const std::vector<std::string>& corpus_dirs = {},
+                            const std::vector<std::string>& unit_names = {});
 
 // RUN_DIR/padding.json (atomically).
 void write_padding_summary(const std::filesystem::path& run_dir, const std::vector<PlanSample>& samples,
                            const BatchPlanConfig& config, int model_ranks, int64_t deferred_past_end = -1,
-                           const std::vector<std::string>& corpus_dirs = {});
+                           const std::vector<std::string>& corpus_dirs = {},
+                           const std::vector<std::string>& unit_names = {});
 
 }  // namespace sluice::runtime

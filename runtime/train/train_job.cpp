@@ -152,31 +152,32 @@ int64_t python_resume_step(const JobAgreement& job, int64_t end_step) {
   return job.resume_step;
 }
 
-// What train.mixture_temperature_over gives each language or speaker of an epoch: the largest
-// shares by name, then one line for the rest (a corpus may have tens of thousands of speakers).
+// The names of train.mixture_temperature_over's units (none for corpus).
+const std::vector<std::string>& unit_names(const cache::CacheReader& reader, const BatchPlanConfig& plan) {
+  static const std::vector<std::string> none;
+  return plan.mixture_unit == MixtureUnit::language ? reader.languages()
+         : plan.mixture_unit == MixtureUnit::speaker ? reader.speakers()
+                                                     : none;
+}
+
+// What train.mixture_temperature_over gives each language or speaker of an epoch: the eight most
+// sampled by name, then one line for the rest (a corpus may have tens of thousands of speakers).
 void print_unit_shares(const cache::CacheReader& reader, const std::vector<PlanSample>& samples,
                        const BatchPlanConfig& plan) {
-  std::vector<MixtureUnitShare> shares = mixture_unit_shares(samples, plan);
-  std::stable_sort(shares.begin(), shares.end(), [](const MixtureUnitShare& a, const MixtureUnitShare& b) { return a.quota > b.quota; });
-  const bool by_language = plan.mixture_unit == MixtureUnit::language;
-  const std::vector<std::string>& names = by_language ? reader.languages() : reader.speakers();
+  const nlohmann::json shares = mixture_units_json(samples, plan, unit_names(reader, plan), 8);
   std::printf("train.mixture_temperature %g over each %s, samples per epoch (of the split's):", plan.mixture_temperature,
               mixture_unit_name(plan.mixture_unit));
-  constexpr size_t kShown = 8;
-  int64_t rest_quota = 0, rest_samples = 0;
-  for (size_t i = 0; i < shares.size(); ++i) {
-    const double per_epoch = static_cast<double>(shares[i].quota) / static_cast<double>(kMixtureQuotaUnit);
-    if (i >= kShown) {
-      rest_quota += shares[i].quota;
-      rest_samples += shares[i].samples;
-      continue;
-    }
-    const std::string name = shares[i].unit < names.size() ? names[shares[i].unit] : std::to_string(shares[i].unit);
-    std::printf("%s %s %.0f (%lld)", i == 0 ? "" : ";", name.c_str(), per_epoch, static_cast<long long>(shares[i].samples));
+  const char* separator = "";
+  for (const auto& unit : shares["units"]) {
+    std::printf("%s %s %.0f (%lld)", separator, unit["name"].get<std::string>().c_str(), unit["per_epoch"].get<double>(),
+                static_cast<long long>(unit["samples"].get<int64_t>()));
+    separator = ";";
   }
-  if (shares.size() > kShown) {
-    std::printf("; %zu more %ss %.0f (%lld)", shares.size() - kShown, mixture_unit_name(plan.mixture_unit),
-                static_cast<double>(rest_quota) / static_cast<double>(kMixtureQuotaUnit), static_cast<long long>(rest_samples));
+  if (shares.contains("others")) {
+    const auto& others = shares["others"];
+    std::printf("; %lld more %ss %.0f (%lld)", static_cast<long long>(others["units"].get<int64_t>()),
+                mixture_unit_name(plan.mixture_unit), others["per_epoch"].get<double>(),
+                static_cast<long long>(others["samples"].get<int64_t>()));
   }
   std::printf("\n");
 }
@@ -229,7 +230,8 @@ RunSetup plan_run(const MpiSession& session, const config::Config& config, const
     std::vector<std::string> corpus_dirs;
     for (const MixtureEntry& entry : settings.mixture) corpus_dirs.push_back(entry.dir);
     write_padding_summary(settings.run_dir, setup.schedule->samples(), settings.plan,
-                          static_cast<int>(setup.model_ranks.size()), deferred_past_end, corpus_dirs);
+                          static_cast<int>(setup.model_ranks.size()), deferred_past_end, corpus_dirs,
+                          unit_names(reader, settings.plan));
   }
   if (session.rank() == 0 && setup.resume_from && (*setup.resume_from)["elastic"].get<bool>()) {
     const auto rest = setup.schedule->epoch(setup.schedule->position(setup.first_step).epoch);

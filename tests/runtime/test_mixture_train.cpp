@@ -244,6 +244,15 @@ TEST_F(Mixture, OneCacheTemperedOverItsLanguagesUpsamplesTheSmallerOne) {
   EXPECT_NEAR(small / big, std::pow(small_n / big_n, 0.25), 0.02) << match[0];
   EXPECT_NEAR(small + big, small_n + big_n, 1.0) << match[0];
   EXPECT_GT(small, small_n) << "upsampled";
+  // The same shares in padding.json and report.md.
+  const json units = read_json(run_dir / "padding.json")["mixture_units"];
+  EXPECT_EQ(units["over"], "language") << units.dump(2);
+  ASSERT_EQ(units["units"].size(), 2u) << units.dump(2);
+  EXPECT_EQ(units["units"][1]["name"], match[4].str()) << units.dump(2);
+  EXPECT_NEAR(units["units"][1]["per_epoch"].get<double>(), small, 0.5) << units.dump(2);
+  EXPECT_EQ(units["units"][1]["samples"].get<double>(), small_n) << units.dump(2);
+  EXPECT_NE(read_text(run_dir / "report.md").find("Languages (train.mixture_temperature 0.25 over each language"),
+            std::string::npos);
   const auto other = run(command + "--set train.mixture_temperature_over=speaker --resume");
   EXPECT_EQ(other.exit_code, 2) << other.output;
 }
