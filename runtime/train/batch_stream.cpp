@@ -23,7 +23,6 @@ BatchStream::BatchStream(const ModelRankParts& parts, StepSpans spans, int repla
     replay_ = std::make_unique<ReplayBatches>(parts.reader, *parts.setup.schedule, model_index_, replay_gpu,
                                               parts.setup.first_step);
   }
-  for (size_t c = 0; c < parts.reader.corpora(); ++c) corpus_starts_.push_back(parts.reader.first_index(c));
   const size_t model_ranks = parts.setup.model_ranks.size();
   for (size_t i = static_cast<size_t>(model_index_); i < parts.setup.validation.size(); i += model_ranks) {
     validation_indices_.push_back(parts.setup.validation[i].index);
@@ -234,8 +233,7 @@ void BatchStream::agree(double loss) {
   if (flags[1] > 0) stop_on_nonfinite_loss("training", step, loss);
   if (flags[3] > 0) {
     const double mean = static_cast<double>(flags[2]) / static_cast<double>(flags[3]);
-    const double mine = validation_tally_.samples() > 0 ? validation_tally_.loss_sum() / validation_tally_.samples() : 0.0;
-    if (!std::isfinite(mean)) stop_on_nonfinite_loss("validation", step, mine);
+    if (!std::isfinite(mean)) stop_on_nonfinite_loss("validation", step, validation_tally_.mean());
     // No batch was handed out since the pass: it followed global step next_step_ - 1.
     json record = {{"global_step", next_step_}, {"loss", mean}};
     validation_tally_.describe(flags.data() + 2, record);

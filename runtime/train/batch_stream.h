@@ -151,7 +151,7 @@ class BatchStream {
   // corpus's and each language's mean loss (validation_tally.h).
   size_t validation_corpus() const { return validation_corpus_; }
   size_t validation_language() const { return validation_language_; }
-  size_t corpora() const { return corpus_starts_.size(); }
+  size_t corpora() const { return parts_.reader.corpora(); }
   // An empty tally of this run's caches and languages.
   ValidationTally make_validation_tally() const;
 
@@ -221,7 +221,6 @@ class BatchStream {
   size_t validation_next_ = 0;
   int64_t validation_start_ns_ = -1;
   int64_t validation_batch_size_ = 0;  // of the batch handed out last
-  std::vector<int64_t> corpus_starts_;  // each cache's first index (CacheReader::first_index)
   size_t validation_corpus_ = 0;
   size_t validation_language_ = 0;
   ValidationTally validation_tally_;  // the script's reported losses since the last agreement

@@ -181,7 +181,7 @@ json ModelLoop::validation_pass(int64_t done) {
   }
   const double mean = static_cast<double>(buffer[0]) / static_cast<double>(buffer[1]);
   if (!std::isfinite(mean)) {
-    stream_.stop_on_nonfinite_loss("validation", done - 1, tally.samples() > 0 ? tally.loss_sum() / tally.samples() : 0.0);
+    stream_.stop_on_nonfinite_loss("validation", done - 1, tally.mean());
   }
   record["loss"] = mean;
   tally.describe(buffer.data(), record);

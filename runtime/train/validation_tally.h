@@ -26,6 +26,8 @@ class ValidationTally {
   void clear();
   double loss_sum() const { return sums_[0]; }
   double samples() const { return sums_[1]; }
+  // This rank's mean loss over the pass so far (0 without samples): what a non-finite pass names.
+  double mean() const { return samples() > 0 ? loss_sum() / samples() : 0.0; }
 
   // The sums in the all-reduce's order: loss x samples, samples, then per cache, then per language.
   std::vector<float> flat() const;
