@@ -267,6 +267,30 @@ TEST_F(CorpusTest, VctkChosenMicSpeakersAndMissingTranscripts) {
   expect_mels_equal_wav(listing, root_ / "scratch");
 }
 
+// The reader takes which transcripts exist from txt/SPEAKER/'s listing (no stat per file): a
+// transcript that is a link counts when it leads to a file, and a dangling one is no transcript,
+// as when each file was asked for.
+TEST_F(CorpusTest, VctkTranscriptsGivenAsLinks) {
+  fs::remove_all(root_);
+  test::make_vctk_replica(root_);
+  const fs::path elsewhere = root_ / "elsewhere";
+  test::write_text(elsewhere / "p225_002.txt", "Read through a link.\n");
+  fs::remove(root_ / "txt" / "p225" / "p225_002.txt");
+  fs::create_symlink(elsewhere / "p225_002.txt", root_ / "txt" / "p225" / "p225_002.txt");
+  fs::create_directories(root_ / "txt" / "p315");
+  fs::create_symlink(root_ / "nowhere" / "p315_001.txt", root_ / "txt" / "p315" / "p315_001.txt");
+  const CorpusListing listing = read_corpus(root_, CorpusOptions{});
+  ASSERT_EQ(listing.items.size(), 5u);
+  EXPECT_EQ(listing.items[1].id, "p225_002");
+  EXPECT_FALSE(listing.items[1].reject.has_value());
+  EXPECT_EQ(listing.items[1].text, "Read through a link.");
+  EXPECT_EQ(listing.items[1].source, "txt/p225/p225_002.txt");
+  EXPECT_EQ(listing.items[4].id, "p315_001");
+  EXPECT_EQ(listing.items[4].reject, RejectReason::missing_text);
+  EXPECT_EQ(listing.items[4].reject_detail, "no transcript txt/p315/p315_001.txt");
+  EXPECT_EQ(listing.items[4].source, "wav48_silence_trimmed/p315/p315_001_mic1.flac");
+}
+
 TEST_F(CorpusTest, CommonVoicePersianValidatedTsv) {
   fs::remove_all(root_);
   const fs::path corpus = root_ / "cv-corpus-17.0-2024-03-15" / "fa";
