@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "dataset/audio.h"
 #include "dataset/corpus.h"
+#include "dataset/corpus_support.h"
 #include "dataset/listing_encoding.h"
 #include "dataset/mel.h"
 #include "tests/dataset/corpus_replicas.h"
@@ -270,6 +271,25 @@ TEST_F(CorpusTest, VctkChosenMicSpeakersAndMissingTranscripts) {
 // The reader takes which transcripts exist from txt/SPEAKER/'s listing (no stat per file): a
 // transcript that is a link counts when it leads to a file, and a dangling one is no transcript,
 // as when each file was asked for.
+// inside() decides the usual root/SOME/FILE on the strings and everything else by normalising both
+// paths: the two ways agree.
+TEST(CorpusInside, PlainPathsAndDotComponents) {
+  using sluice::dataset::corpus_detail::inside;
+  const fs::path root = "/data/corpus";
+  EXPECT_TRUE(inside(root, "/data/corpus/wavs/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/wavs/../a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/./wavs/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/..a/b.wav"));  // a name that starts with dots, not ".."
+  EXPECT_FALSE(inside(root, "/data/corpus/../other/a.wav"));
+  EXPECT_FALSE(inside(root, "/data/corpus/wavs/../../a.wav"));
+  EXPECT_FALSE(inside(root, "/data/corpus-2/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus"));  // "." relative to the root, as it always was
+  EXPECT_FALSE(inside(root, "/elsewhere/a.wav"));
+  EXPECT_TRUE(inside("/data/x/../corpus", "/data/corpus/a.wav"));
+  EXPECT_TRUE(inside("/data/corpus/", "/data/corpus/a.wav"));
+}
+
 TEST_F(CorpusTest, VctkTranscriptsGivenAsLinks) {
   fs::remove_all(root_);
   test::make_vctk_replica(root_);
