@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -519,6 +520,16 @@ int64_t ShardBuilder::shards_ahead() const {
   int64_t ahead = static_cast<int64_t>(s.intake.size());
   for (auto task = s.shard_tasks.rbegin(); task != s.shard_tasks.rend() && task->begin >= s.next_task; ++task) ++ahead;
   return ahead;
+}
+
+double ShardBuilder::seconds_ahead() const {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.written == 0) return std::numeric_limits<double>::infinity();
+  int64_t rows = static_cast<int64_t>(s.rows.size()) - s.written;
+  for (int64_t shard : s.intake) rows += s.plan.shard_end(shard) - s.plan.shard_begin(shard);
+  const double rows_per_second = static_cast<double>(s.written) / seconds_since(s.started);
+  return static_cast<double>(rows) / rows_per_second;
 }
 
 bool ShardBuilder::done() const { return state_->finished.load(); }

@@ -99,8 +99,11 @@ class ShardBuilder {
   void add(int64_t shard);
   // No shard will be added any more: the threads end once the shards they have are written.
   void close();
-  // Shards added but not yet begun by the workers: below 2, ask for more.
+  // Shards added but not yet begun by the workers.
   int64_t shards_ahead() const;
+  // The work added and not yet written, in seconds at the rate this builder has written rows so
+  // far; infinity before its first row is written (no rate yet).
+  double seconds_ahead() const;
   // Every thread has ended: all shards written and close() called, or a failure.
   bool done() const;
   // Waits for the threads and returns what happened; call once.
