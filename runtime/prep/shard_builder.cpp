@@ -5,6 +5,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -27,6 +28,13 @@
 namespace sluice::runtime {
 namespace {
 
+
+// This thread's CPU seconds so far.
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
 
 void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t row) {
   timing::Span span;
@@ -290,6 +298,7 @@ struct ShardBuilder::State {
     }
     std::lock_guard<std::mutex> lock(unknown_mutex);
     for (const auto& [code_point, count] : unknown) result.unknown[code_point] += count;
+    result.cpu.workers += thread_cpu_seconds();
   }
 
   std::string reject_line(int64_t row, int64_t shard, const ItemResult& item) const {
@@ -307,6 +316,10 @@ struct ShardBuilder::State {
   }
 
   void writer() {
+    struct CountCpu {
+      ThreadCpuSeconds& cpu;
+      ~CountCpu() { cpu.writer = thread_cpu_seconds(); }
+    } count_cpu{result.cpu};
     timing::SpanRecorder::global().name_this_thread("writer");
     std::vector<float> done_with;  // the last row's mel, handed back to the workers at the next row
     try {

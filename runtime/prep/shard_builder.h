@@ -65,6 +65,14 @@ struct StageSeconds {
   double write = 0;     // HDF5 appends and commits (writer thread)
 };
 
+// The CPU time of the builder's threads (CLOCK_THREAD_CPUTIME_ID, read once as each ends), beside
+// the stages' wall time: what the workers (decode, text, mel) and the writer cost, whatever else
+// ran on the cores meanwhile. The rest of a rank's CPU is its main thread's and the intake's.
+struct ThreadCpuSeconds {
+  double workers = 0;  // summed over the worker threads
+  double writer = 0;
+};
+
 struct ShardOutcome {
   int64_t shard = 0;
   bool kept = false;  // complete from an earlier run with the same fingerprint
@@ -81,6 +89,7 @@ struct BuildResult {
   std::map<std::string, int64_t> reject_reasons;
   dataset::UnknownCounts unknown;
   StageSeconds stages;
+  ThreadCpuSeconds cpu;
   double wall_seconds = 0;
   std::exception_ptr error;  // set when the rank failed; no shard of it was left half written
 };
