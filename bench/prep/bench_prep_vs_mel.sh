@@ -27,6 +27,14 @@
 # Beside the mel alone on one core (the goal's reference) it measures the mel alone on
 # min(RANKS, nproc) cores at once (the ceiling of "prep per core": what the cores give when each
 # runs nothing but the mel), and the mel's CPU-second rate, the reference of the CPU-second ratio.
+# The same copies also time decode alone, so the limit is given a second time as the cores give it
+# when every one of them runs decode and mel ("the limit, every core at once"): on a machine whose
+# cores slow each other down (shared caches and memory, vCPUs on one physical core, other load)
+# that is the per-core limit a prep of RANKS ranks can reach, and the one-core limit is above it.
+#
+# Each round is also read against its own measurements (the limit measured just before its prep):
+# the machine's speed moves between rounds (the mel alone at 5,000-10,000 audio-s per CPU-second
+# within minutes on CPU-2c), which the best-of-session summary counts against prep.
 #
 # BASELINE=OTHER_BUILD_DIR (e.g. a build of main) also runs that build's prep, interleaved with
 # this one's ROUNDS times (default 1 without a baseline, 3 with one): baseline, candidate,
@@ -97,20 +105,26 @@ echo "$stamp" >"$work/corpus.stamp"
 fi
 cat "$work"/clips/* "$source_corpus"/wavs/* >/dev/null  # page cache, for both sides
 
-# One measurement of BUILD's prep ($1) beside the mel math alone, one thread, on the decoded frames
-# of the same clips (repeat = COPIES passes), measured with this build's binary just before.
+# One measurement of BUILD's prep ($2) beside the mel math alone, one thread, on the decoded frames
+# of the same clips (repeat = COPIES passes), measured with this build's binary just before and
+# just after it.
 measure() {
 local label=$1 prep_sluice
 prep_sluice=$(realpath "$2/launcher/sluice")
 rm -rf "$work/cache"
-mel_json=$("$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1)
-mel_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sluice_mel_only_audio_s_per_s"])')
-# The mel's own CPU time (its thread's): the reference of the CPU-second ratio, as prep's side is
-# its CPU time too, so that neither counts waiting for a core on a loaded machine.
-mel_cpu_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("sluice_mel_only_audio_s_per_cpu_s", d["sluice_mel_only_audio_s_per_s"]))')
-# Decode alone (load_audio, no mel) on the same files, same run: 0 from a build without it.
-decode_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("sluice_decode_only_audio_s_per_s", 0))')
-decode_cpu_rate=$(echo "$mel_json" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("sluice_decode_only_audio_s_per_cpu_s", 0))')
+# The mel alone and decode alone on one core, measured just before the prep and again just after
+# it; the two are averaged (the machine's speed moves within minutes: a limit measured at one
+# moment and a prep run at another differed by up to 1.7x). The mel's CPU-second rate is its
+# thread's CPU time, the reference of the CPU-second ratio, as prep's side is its CPU time too, so
+# that neither counts waiting for a core on a loaded machine. Decode alone: 0 from a build without it.
+one_core_rates() {
+  "$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1 | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(d["sluice_mel_only_audio_s_per_s"], d.get("sluice_mel_only_audio_s_per_cpu_s", d["sluice_mel_only_audio_s_per_s"]),
+      d.get("sluice_decode_only_audio_s_per_s", 0), d.get("sluice_decode_only_audio_s_per_cpu_s", 0))'
+}
+before=$(one_core_rates)
 # The mel alone on min(RANKS, cores) cores at once, each copy on the same clips: the rate per core
 # that the mel math itself keeps when every core runs it, as prep's ranks do. Below the one-core
 # rate when the cores share caches, memory bandwidth or a physical core (a VM's vCPUs may be
@@ -120,7 +134,13 @@ for ((copy = 0; copy < parallel; copy++)); do
   "$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1 >"$work/mel-parallel-$copy.json" &
 done
 wait
-mel_parallel_rate=$(cat "$work"/mel-parallel-*.json | /usr/bin/python3 -c 'import json,sys; r=[json.loads(l)["sluice_mel_only_audio_s_per_s"] for l in sys.stdin if l.strip()]; print(sum(r)/len(r))')
+parallel_mean() {  # the mean over the copies of one field of their JSON lines (0 when absent)
+  cat "$work"/mel-parallel-*.json | /usr/bin/python3 -c 'import json,sys; r=[json.loads(l).get(sys.argv[1], 0) for l in sys.stdin if l.strip()]; print(sum(r)/len(r))' "$1"
+}
+mel_parallel_rate=$(parallel_mean sluice_mel_only_audio_s_per_s)
+mel_parallel_cpu_rate=$(parallel_mean sluice_mel_only_audio_s_per_cpu_s)
+decode_parallel_rate=$(parallel_mean sluice_decode_only_audio_s_per_s)
+decode_parallel_cpu_rate=$(parallel_mean sluice_decode_only_audio_s_per_cpu_s)
 rm -f "$work"/mel-parallel-*.json
 
 launcher=""
@@ -131,15 +151,27 @@ start=$(date +%s.%N)
 cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads 1 \
   ${SHARD_SIZE:+--set cache.shard_size=$SHARD_SIZE} >"$work/prep-log.txt" 2>&1; } 2>&1 )
 end=$(date +%s.%N)
+after=$(one_core_rates)
+read -r mel_rate mel_cpu_rate decode_rate decode_cpu_rate < <(/usr/bin/python3 -c '
+import sys
+b, a = [list(map(float, x.split())) for x in sys.argv[1:3]]
+print(*[(x + y) / 2 for x, y in zip(b, a)])' "$before" "$after")
+echo "one core, before / after the prep (mel, mel per CPU-s, decode, decode per CPU-s): $before / $after"
 
-/usr/bin/python3 - "$work/cache" "$mel_rate" "$mel_cpu_rate" "$mel_parallel_rate" "$decode_rate" "$decode_cpu_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
+/usr/bin/python3 - "$work/cache" "$mel_rate" "$mel_cpu_rate" "$mel_parallel_rate" "$decode_rate" "$decode_cpu_rate" \
+  "$mel_parallel_cpu_rate" "$decode_parallel_rate" "$decode_parallel_cpu_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
 import json, os, sys
-cache, mel, mel_cpu, mel_parallel, decode, decode_cpu, start, end, ranks, fmt, copies, label, user, system = sys.argv[1:]
+(cache, mel, mel_cpu, mel_parallel, decode, decode_cpu, mel_parallel_cpu, decode_parallel, decode_parallel_cpu, start, end,
+ ranks, fmt, copies, label, user, system) = sys.argv[1:]
+mel_parallel_cpu, decode_parallel, decode_parallel_cpu = float(mel_parallel_cpu), float(decode_parallel), float(decode_parallel_cpu)
 mel, mel_cpu, mel_parallel, wall, ranks = float(mel), float(mel_cpu), float(mel_parallel), float(end) - float(start), int(ranks)
 decode, decode_cpu = float(decode), float(decode_cpu)
 # The limit: decode alone then mel alone, on one core (see the top of this script); 0 when unknown.
 limit = 1 / (1 / decode + 1 / mel) if decode > 0 else 0.0
 limit_cpu = 1 / (1 / decode_cpu + 1 / mel_cpu) if decode_cpu > 0 else 0.0
+# The same with every core running decode and mel at once (per core; per CPU-second of each).
+limit_all = 1 / (1 / decode_parallel + 1 / float(mel_parallel)) if decode_parallel > 0 else 0.0
+limit_all_cpu = 1 / (1 / decode_parallel_cpu + 1 / mel_parallel_cpu) if decode_parallel_cpu > 0 and mel_parallel_cpu > 0 else 0.0
 cpu_seconds = float(user) + float(system)
 cores = min(ranks, os.cpu_count())
 manifest = json.load(open(f"{cache}/manifest.json"))
@@ -158,15 +190,30 @@ print(f"{'sluice prep, per CPU-second (user + sys)':<44}{audio / cpu_seconds:>12
 if limit > 0:
     print(f"{'decode alone (load_audio), 1 core':<44}{decode:>12.0f}")
     print(f"{'the limit: decode alone + mel alone, 1 core':<44}{limit:>12.0f}  (per CPU-second: {limit_cpu:.0f})")
+if limit_all > 0:
+    print(f"{f'the limit, {cores} cores at once, per core':<44}{limit_all:>12.0f}  (per CPU-second: {limit_all_cpu:.0f})")
 print(f"ratio prep per core / mel alone: {per_core / mel:.2f}  (goal: >= 0.7 WAV, >= 0.5 FLAC/MP3)")
 print(f"ratio prep per CPU-second / mel alone per CPU-second: {audio / cpu_seconds / mel_cpu:.2f}  (less sensitive to other load)")
 if limit > 0:
     print(f"prep per core, of the limit: {per_core / limit:.2f}; per CPU-second, of the limit per CPU-second: "
           f"{audio / cpu_seconds / limit_cpu:.2f}")
+if limit_all > 0:
+    print(f"prep per core, of the limit with every core at once: {per_core / limit_all:.2f}; per CPU-second: "
+          f"{audio / cpu_seconds / limit_all_cpu:.2f}")
 stages = {}
 for rank in report["ranks"]:
     for name, seconds in rank["stages"].items():
         stages[name] = stages.get(name, 0.0) + seconds
+# The builder threads' own CPU time (a build from before 2026-12-05 does not report it): the
+# workers' (decode, text, mel) against the whole job's, both from the same run, so the machine's
+# speed of the moment is in both. What is not the workers' is prep's own cost around them.
+workers_cpu = sum(rank.get("cpu_seconds", {}).get("workers", 0.0) for rank in report["ranks"])
+writer_cpu = sum(rank.get("cpu_seconds", {}).get("writer", 0.0) for rank in report["ranks"])
+if workers_cpu > 0:
+    print(f"CPU by thread: workers {workers_cpu:.2f} s ({100 * workers_cpu / cpu_seconds:.0f}% of the job's), writers "
+          f"{writer_cpu:.2f} s ({100 * writer_cpu / cpu_seconds:.0f}%), the rest (main threads, intake, mpirun) "
+          f"{cpu_seconds - workers_cpu - writer_cpu:.2f} s ({100 * (cpu_seconds - workers_cpu - writer_cpu) / cpu_seconds:.0f}%); "
+          f"the workers took {workers_cpu / (audio / limit_cpu):.2f}x the limit's CPU (decode + mel alone)" if limit_cpu > 0 else "")
 cpu = wall * cores
 print(f"where the {cpu:.1f} core-seconds went (prep report stages, thread-seconds summed over ranks):")
 for name in ["decode", "text", "features", "write"]:
@@ -179,6 +226,7 @@ print(f"features stage vs mel alone: {audio / stages['features']:.0f} audio-s pe
 with open(os.path.join(os.path.dirname(cache), "results.jsonl"), "a") as out:
     out.write(json.dumps({"label": label.split(" (")[0], "mel": mel, "mel_cpu": mel_cpu, "mel_parallel": mel_parallel,
                           "decode": decode, "decode_cpu": decode_cpu, "limit": limit, "limit_cpu": limit_cpu, "wall": wall,
+                          "limit_all": limit_all, "limit_all_cpu": limit_all_cpu, "workers_cpu": workers_cpu, "writer_cpu": writer_cpu,
                           "cpu": cpu_seconds, "user": float(user), "system": float(system), "audio": audio,
                           "cores": cores, "load": os.getloadavg()[0], "stages": stages}) + "\n")
 PY
@@ -212,6 +260,34 @@ if limit > 0:
     decode = max(run.get("decode", 0.0) for run in runs)
     print(f"decode alone, best of the session: {decode:.0f} audio-s/s; the limit (decode alone + mel alone, one "
           f"core): {limit:.0f} audio-s/s, {limit_cpu:.0f} per CPU-second")
+limit_all = max(run.get("limit_all", 0.0) for run in runs)
+limit_all_cpu = max(run.get("limit_all_cpu", 0.0) for run in runs)
+if limit_all > 0:
+    print(f"the limit with every core at once, best of the session: {limit_all:.0f} audio-s/s per core, "
+          f"{limit_all_cpu:.0f} per CPU-second")
+print("each round against the limits measured just before it (of the limit: one core; all: every core at once):")
+for run in runs:
+    if run.get("limit", 0) <= 0:
+        continue
+    per_core, per_cpu = run["audio"] / run["wall"] / run["cores"], run["audio"] / run["cpu"]
+    line = f"  {run['label']:<38} of the limit {per_core / run['limit']:.2f} wall, {per_cpu / run['limit_cpu']:.2f} CPU"
+    if run.get("limit_all", 0) > 0:
+        line += f"; all {per_core / run['limit_all']:.2f} wall, {per_cpu / run['limit_all_cpu']:.2f} CPU"
+    if run.get("workers_cpu", 0) > 0:
+        line += (f"; workers {100 * run['workers_cpu'] / run['cpu']:.0f}% of the CPU, at "
+                 f"{run['audio'] / run['limit_cpu'] / run['workers_cpu']:.2f}x the limit's speed")
+    print(line)
+for label in dict.fromkeys(run["label"] for run in runs):
+    mine = [run for run in runs if run["label"] == label and run.get("limit", 0) > 0]
+    if not mine:
+        continue
+    of = lambda key, per: statistics.median(per(r) / r[key] for r in mine if r.get(key, 0) > 0) if any(r.get(key, 0) > 0 for r in mine) else float("nan")
+    wall_rate = lambda r: r["audio"] / r["wall"] / r["cores"]
+    cpu_rate = lambda r: r["audio"] / r["cpu"]
+    print(f"  {label:<38} medians: of the limit {of('limit', wall_rate):.2f} wall, {of('limit_cpu', cpu_rate):.2f} CPU; "
+          f"all {of('limit_all', wall_rate):.2f} wall, {of('limit_all_cpu', cpu_rate):.2f} CPU"
+          + (f"; workers {100 * statistics.median(r['workers_cpu'] / r['cpu'] for r in mine):.0f}% of the CPU"
+             if all(r.get("workers_cpu", 0) > 0 for r in mine) else ""))
 print(f"{'build':<40}{'wall s':>8}{'CPU s':>8}{'sys s':>7}{'ratio wall':>12}{'ratio CPU':>11}{'of limit':>10}{'CPU':>6}   (medians)")
 for label in dict.fromkeys(run["label"] for run in runs):
     mine = [run for run in runs if run["label"] == label]

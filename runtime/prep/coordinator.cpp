@@ -21,9 +21,18 @@ using nlohmann::json;
 
 std::shared_ptr<spdlog::logger> logger() { return log::get("runtime"); }
 
-// A rank asks for more shards when fewer than this many of its own are not yet begun: one to
-// work on while the request travels (rank 0 polls every 20 ms; a shard of 256 clips takes ~0.2 s).
-constexpr int64_t shards_ahead_wanted = 2;
+// When a rank asks for more shards: when its workers have begun every shard it holds, or when the
+// one not yet begun is short work (under lead_seconds at its own rate so far, as with many workers
+// a rank). The grant comes within two 20 ms polls (rank 0's and the asking rank's), and the shard
+// the workers are on is the lead: with one worker a 256-clip shard takes 0.3-0.6 s. Asking already
+// with one whole shard not yet begun (the rule before) made a rank hold a shard more than it
+// needed, so that at the end one rank still had a whole shard to write while the other had none:
+// 0.25 s of a 6 s two-rank job in which a core idled.
+constexpr double lead_seconds = 0.1;
+bool wants_shards(const ShardBuilder& builder) {
+  const int64_t ahead = builder.shards_ahead();
+  return ahead == 0 || (ahead == 1 && builder.seconds_ahead() < lead_seconds);
+}
 
 // Gives the builder the shards rank 0 handed out; none means none will come. Returns whether the
 // builder is now closed.
@@ -88,7 +97,7 @@ std::vector<PrepRankResult> supervise(const MpiSession& session, ShardBuilder& b
       send_string(session, sender, tag_shard_grant, json(dispenser.next()).dump(), deadline_after(timeout_s),
                   "shards for " + session.describe(sender));
     }
-    if (!own_closed && builder.shards_ahead() < shards_ahead_wanted) own_closed = hand_to(builder, dispenser.next());
+    if (!own_closed && wants_shards(builder)) own_closed = hand_to(builder, dispenser.next());
     if (!results[0] && builder.done()) take_result(0, PrepRankResult::from_build(builder.finish(), 0, session.host()));
     if (tree.poll(progress_payload(builder.progress()))) {
       const json beat = tree.subtree_beat(progress_payload(builder.progress()));
@@ -127,7 +136,7 @@ int follow(const MpiSession& session, const PrepSettings& settings, ShardBuilder
     int sender = -1;
     if (sent && try_receive_string(session, tag_outcome, payload, sender)) return std::stoi(payload);
     tree.poll(progress_payload(builder.progress()));
-    if (!closed && !asked && !builder.done() && builder.shards_ahead() < shards_ahead_wanted) {
+    if (!closed && !asked && !builder.done() && wants_shards(builder)) {
       send_string(session, 0, tag_shard_request, "", deadline_after(timeout_s), "a request for shards");
       asked = true;
       asked_at = Clock::now();

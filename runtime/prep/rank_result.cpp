@@ -53,6 +53,7 @@ PrepRankResult PrepRankResult::from_build(const BuildResult& result, int rank, c
   out.unknown = result.unknown;
   out.wall_seconds = result.wall_seconds;
   out.stages = result.stages;
+  out.cpu = result.cpu;
   return out;
 }
 
@@ -76,7 +77,8 @@ json PrepRankResult::to_json() const {
           {"unknown", unknown_counts},
           {"wall_seconds", wall_seconds},
           {"stages",
-           {{"decode", stages.decode}, {"text", stages.text}, {"features", stages.features}, {"write", stages.write}}}};
+           {{"decode", stages.decode}, {"text", stages.text}, {"features", stages.features}, {"write", stages.write}}},
+          {"cpu_seconds", {{"workers", cpu.workers}, {"writer", cpu.writer}}}};
 }
 
 PrepRankResult PrepRankResult::from_json(const json& in) {
@@ -102,6 +104,8 @@ PrepRankResult PrepRankResult::from_json(const json& in) {
   const json& stages = in.at("stages");
   out.stages = {stages.at("decode").get<double>(), stages.at("text").get<double>(), stages.at("features").get<double>(),
                 stages.at("write").get<double>()};
+  const json cpu = in.value("cpu_seconds", json::object());
+  out.cpu = {cpu.value("workers", 0.0), cpu.value("writer", 0.0)};
   return out;
 }
 

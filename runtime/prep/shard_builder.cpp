@@ -5,7 +5,9 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -26,6 +28,13 @@
 namespace sluice::runtime {
 namespace {
 
+
+// This thread's CPU seconds so far.
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
 
 void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t row) {
   timing::Span span;
@@ -289,6 +298,7 @@ struct ShardBuilder::State {
     }
     std::lock_guard<std::mutex> lock(unknown_mutex);
     for (const auto& [code_point, count] : unknown) result.unknown[code_point] += count;
+    result.cpu.workers += thread_cpu_seconds();
   }
 
   std::string reject_line(int64_t row, int64_t shard, const ItemResult& item) const {
@@ -306,6 +316,10 @@ struct ShardBuilder::State {
   }
 
   void writer() {
+    struct CountCpu {
+      ThreadCpuSeconds& cpu;
+      ~CountCpu() { cpu.writer = thread_cpu_seconds(); }
+    } count_cpu{result.cpu};
     timing::SpanRecorder::global().name_this_thread("writer");
     std::vector<float> done_with;  // the last row's mel, handed back to the workers at the next row
     try {
@@ -519,6 +533,16 @@ int64_t ShardBuilder::shards_ahead() const {
   int64_t ahead = static_cast<int64_t>(s.intake.size());
   for (auto task = s.shard_tasks.rbegin(); task != s.shard_tasks.rend() && task->begin >= s.next_task; ++task) ++ahead;
   return ahead;
+}
+
+double ShardBuilder::seconds_ahead() const {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.written == 0) return std::numeric_limits<double>::infinity();
+  int64_t rows = static_cast<int64_t>(s.rows.size()) - s.written;
+  for (int64_t shard : s.intake) rows += s.plan.shard_end(shard) - s.plan.shard_begin(shard);
+  const double rows_per_second = static_cast<double>(s.written) / seconds_since(s.started);
+  return static_cast<double>(rows) / rows_per_second;
 }
 
 bool ShardBuilder::done() const { return state_->finished.load(); }

@@ -65,6 +65,14 @@ struct StageSeconds {
   double write = 0;     // HDF5 appends and commits (writer thread)
 };
 
+// The CPU time of the builder's threads (CLOCK_THREAD_CPUTIME_ID, read once as each ends), beside
+// the stages' wall time: what the workers (decode, text, mel) and the writer cost, whatever else
+// ran on the cores meanwhile. The rest of a rank's CPU is its main thread's and the intake's.
+struct ThreadCpuSeconds {
+  double workers = 0;  // summed over the worker threads
+  double writer = 0;
+};
+
 struct ShardOutcome {
   int64_t shard = 0;
   bool kept = false;  // complete from an earlier run with the same fingerprint
@@ -81,6 +89,7 @@ struct BuildResult {
   std::map<std::string, int64_t> reject_reasons;
   dataset::UnknownCounts unknown;
   StageSeconds stages;
+  ThreadCpuSeconds cpu;
   double wall_seconds = 0;
   std::exception_ptr error;  // set when the rank failed; no shard of it was left half written
 };
@@ -99,8 +108,11 @@ class ShardBuilder {
   void add(int64_t shard);
   // No shard will be added any more: the threads end once the shards they have are written.
   void close();
-  // Shards added but not yet begun by the workers: below 2, ask for more.
+  // Shards added but not yet begun by the workers.
   int64_t shards_ahead() const;
+  // The work added and not yet written, in seconds at the rate this builder has written rows so
+  // far; infinity before its first row is written (no rate yet).
+  double seconds_ahead() const;
   // Every thread has ended: all shards written and close() called, or a failure.
   bool done() const;
   // Waits for the threads and returns what happened; call once.

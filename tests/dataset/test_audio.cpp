@@ -399,6 +399,31 @@ TEST_F(AudioTest, ProbeReadsTheHeader) {
   EXPECT_DOUBLE_EQ(info.seconds, 0.75);
 }
 
+// MP3 and Ogg are probed from the file read into memory (not by libsndfile on the path): the
+// header is libsndfile's all the same, and a file that is not audio is refused with its reason.
+TEST_F(AudioTest, ProbeOfCompressedFilesIsLibsndfilesHeader) {
+  const std::vector<float> tone = sine(440.0, 22050, 3 * 22050, 0.5);
+  const std::vector<std::pair<std::string, int>> formats = {
+      {"tone.mp3", SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III}, {"tone.ogg", SF_FORMAT_OGG | SF_FORMAT_VORBIS},
+      {"tone.opus", SF_FORMAT_OGG | SF_FORMAT_OPUS}};
+  for (const auto& [name, format] : formats) {
+    const fs::path path = dir_ / name;
+    write_audio(path, format, format == (SF_FORMAT_OGG | SF_FORMAT_OPUS) ? 48000 : 22050, 1, tone);
+    SF_INFO expected{};
+    SNDFILE* file = sf_open(path.c_str(), SFM_READ, &expected);
+    ASSERT_NE(file, nullptr) << name << ": " << sf_strerror(nullptr);
+    sf_close(file);
+    const AudioInfo info = probe_audio(path);
+    EXPECT_EQ(info.frames, expected.frames) << name;
+    EXPECT_EQ(info.sample_rate, expected.samplerate) << name;
+    EXPECT_EQ(info.channels, expected.channels) << name;
+    EXPECT_EQ(info.file_bytes, static_cast<int64_t>(fs::file_size(path))) << name;
+  }
+  const fs::path garbage = dir_ / "garbage.mp3";
+  std::ofstream(garbage) << std::string(10000, 'x');
+  EXPECT_THROW(probe_audio(garbage), SampleRejected);
+}
+
 TEST_F(AudioTest, TargetRateMustBePositive) {
   const fs::path path = dir_ / "short.wav";
   write_audio(path, SF_FORMAT_WAV | SF_FORMAT_PCM_16, 22050, 1, std::vector<int16_t>(100, 1));

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "dataset/audio.h"
 #include "dataset/corpus.h"
+#include "dataset/corpus_support.h"
 #include "dataset/listing_encoding.h"
 #include "dataset/mel.h"
 #include "tests/dataset/corpus_replicas.h"
@@ -265,6 +266,49 @@ TEST_F(CorpusTest, VctkChosenMicSpeakersAndMissingTranscripts) {
   EXPECT_EQ(second.items[2].audio, second.root / "wav48_silence_trimmed/p226/p226_001_mic2.flac");
   EXPECT_EQ(second.items[3].reject, RejectReason::missing_audio);
   expect_mels_equal_wav(listing, root_ / "scratch");
+}
+
+// The reader takes which transcripts exist from txt/SPEAKER/'s listing (no stat per file): a
+// transcript that is a link counts when it leads to a file, and a dangling one is no transcript,
+// as when each file was asked for.
+// inside() decides the usual root/SOME/FILE on the strings and everything else by normalising both
+// paths: the two ways agree.
+TEST(CorpusInside, PlainPathsAndDotComponents) {
+  using sluice::dataset::corpus_detail::inside;
+  const fs::path root = "/data/corpus";
+  EXPECT_TRUE(inside(root, "/data/corpus/wavs/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/wavs/../a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/./wavs/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus/..a/b.wav"));  // a name that starts with dots, not ".."
+  EXPECT_FALSE(inside(root, "/data/corpus/../other/a.wav"));
+  EXPECT_FALSE(inside(root, "/data/corpus/wavs/../../a.wav"));
+  EXPECT_FALSE(inside(root, "/data/corpus-2/a.wav"));
+  EXPECT_TRUE(inside(root, "/data/corpus"));  // "." relative to the root, as it always was
+  EXPECT_FALSE(inside(root, "/elsewhere/a.wav"));
+  EXPECT_TRUE(inside("/data/x/../corpus", "/data/corpus/a.wav"));
+  EXPECT_TRUE(inside("/data/corpus/", "/data/corpus/a.wav"));
+}
+
+TEST_F(CorpusTest, VctkTranscriptsGivenAsLinks) {
+  fs::remove_all(root_);
+  test::make_vctk_replica(root_);
+  const fs::path elsewhere = root_ / "elsewhere";
+  test::write_text(elsewhere / "p225_002.txt", "Read through a link.\n");
+  fs::remove(root_ / "txt" / "p225" / "p225_002.txt");
+  fs::create_symlink(elsewhere / "p225_002.txt", root_ / "txt" / "p225" / "p225_002.txt");
+  fs::create_directories(root_ / "txt" / "p315");
+  fs::create_symlink(root_ / "nowhere" / "p315_001.txt", root_ / "txt" / "p315" / "p315_001.txt");
+  const CorpusListing listing = read_corpus(root_, CorpusOptions{});
+  ASSERT_EQ(listing.items.size(), 5u);
+  EXPECT_EQ(listing.items[1].id, "p225_002");
+  EXPECT_FALSE(listing.items[1].reject.has_value());
+  EXPECT_EQ(listing.items[1].text, "Read through a link.");
+  EXPECT_EQ(listing.items[1].source, "txt/p225/p225_002.txt");
+  EXPECT_EQ(listing.items[4].id, "p315_001");
+  EXPECT_EQ(listing.items[4].reject, RejectReason::missing_text);
+  EXPECT_EQ(listing.items[4].reject_detail, "no transcript txt/p315/p315_001.txt");
+  EXPECT_EQ(listing.items[4].source, "wav48_silence_trimmed/p315/p315_001_mic1.flac");
 }
 
 TEST_F(CorpusTest, CommonVoicePersianValidatedTsv) {

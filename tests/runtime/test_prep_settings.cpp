@@ -46,6 +46,7 @@ TEST(PrepRankResult, TheWireFormReadsBackToTheSameResult) {
   built.reject_reasons = {{"too_long", 2}};
   built.unknown = {{U'\u00e9', 3}};
   built.stages = {1.5, 0.25, 2.0, 0.75};
+  built.cpu = {3.25, 0.5};
   built.wall_seconds = 9.5;
   built.error = std::make_exception_ptr(EnvironmentError("no space left on the device"));
   const PrepRankResult result = PrepRankResult::from_build(built, 4, "node07");
@@ -64,6 +65,8 @@ TEST(PrepRankResult, TheWireFormReadsBackToTheSameResult) {
   EXPECT_EQ(back.error, result.error);
   EXPECT_EQ(back.unknown, built.unknown);
   EXPECT_DOUBLE_EQ(back.stages.write, 0.75);
+  EXPECT_DOUBLE_EQ(back.cpu.workers, 3.25);
+  EXPECT_DOUBLE_EQ(back.cpu.writer, 0.5);
 }
 
 TEST(PrepRankResult, ASuccessHasNoErrorKind) {
