@@ -14,8 +14,10 @@
 # libsndfile's MPEG encoder by a small C program compiled here, as Debian's sox has no MP3 writer).
 # The corpus is the sample corpus listed COPIES times (default 60: 7,200 clips, 8.4 h) as an
 # LJSpeech folder whose wavs/ holds links to the clips; every file is read once first so both
-# sides read from the page cache. RANKS (default 2) ranks x 1 worker thread, `--bind-to none`;
-# "per core" divides by min(RANKS, nproc). Numbers only: nothing is asserted.
+# sides read from the page cache. RANKS (default 2) ranks x THREADS worker threads (default 1),
+# `--bind-to none`; "per core" divides by min(RANKS x THREADS, nproc). Numbers only: nothing is
+# asserted. THREADS=2 with RANKS=1 is one node's other way to use two cores: one rank, one writer,
+# one MPI start instead of two.
 #
 # THE LIMIT. Prep's per-clip work is decode (load_audio: read, decode, resample) then the mel; on
 # one core it cannot beat the two done alone, one after the other, on the same files: limit =
@@ -46,6 +48,7 @@ build=${1:-build}
 copies=${2:-60}
 format=${3:-wav}
 ranks=${4:-2}
+threads=${THREADS:-1}
 sluice=$(realpath "$build/launcher/sluice")
 work=${BENCH_DIR:-/tmp/sluice-bench-prep-vs-mel}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -129,7 +132,7 @@ before=$(one_core_rates)
 # that the mel math itself keeps when every core runs it, as prep's ranks do. Below the one-core
 # rate when the cores share caches, memory bandwidth or a physical core (a VM's vCPUs may be
 # hyperthreads of one core): the ceiling of "prep per core" that no change to prep can lift.
-parallel=$(/usr/bin/python3 -c "import os; print(min($ranks, os.cpu_count()))")
+parallel=$(/usr/bin/python3 -c "import os; print(min($ranks * $threads, os.cpu_count()))")
 for ((copy = 0; copy < parallel; copy++)); do
   "$sluice" bench mel --no-baseline --repeat "$copies" "$work/clips" | tail -1 >"$work/mel-parallel-$copy.json" &
 done
@@ -143,12 +146,13 @@ decode_parallel_rate=$(parallel_mean sluice_decode_only_audio_s_per_s)
 decode_parallel_cpu_rate=$(parallel_mean sluice_decode_only_audio_s_per_cpu_s)
 rm -f "$work"/mel-parallel-*.json
 
-launcher=""
-[ "$ranks" -gt 1 ] && launcher="mpirun --bind-to none -np $ranks"
+# Under mpirun for one rank too: run alone, an Open MPI singleton forks an `orted` that it does
+# not wait for, so `time` would not count its CPU.
+launcher="mpirun --bind-to none -np $ranks"
 # The job's CPU time (user + system of every rank: mpirun waits for them) beside its wall time:
 # on a loaded machine wall time also counts waiting for a core.
 start=$(date +%s.%N)
-cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads 1 \
+cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads "$threads" \
   ${SHARD_SIZE:+--set cache.shard_size=$SHARD_SIZE} >"$work/prep-log.txt" 2>&1; } 2>&1 )
 end=$(date +%s.%N)
 after=$(one_core_rates)
@@ -159,10 +163,10 @@ print(*[(x + y) / 2 for x, y in zip(b, a)])' "$before" "$after")
 echo "one core, before / after the prep (mel, mel per CPU-s, decode, decode per CPU-s): $before / $after"
 
 /usr/bin/python3 - "$work/cache" "$mel_rate" "$mel_cpu_rate" "$mel_parallel_rate" "$decode_rate" "$decode_cpu_rate" \
-  "$mel_parallel_cpu_rate" "$decode_parallel_rate" "$decode_parallel_cpu_rate" "$start" "$end" "$ranks" "$format" "$copies" "$label" $cpu <<'PY'
+  "$mel_parallel_cpu_rate" "$decode_parallel_rate" "$decode_parallel_cpu_rate" "$start" "$end" "$ranks" "$threads" "$format" "$copies" "$label" $cpu <<'PY'
 import json, os, sys
 (cache, mel, mel_cpu, mel_parallel, decode, decode_cpu, mel_parallel_cpu, decode_parallel, decode_parallel_cpu, start, end,
- ranks, fmt, copies, label, user, system) = sys.argv[1:]
+ ranks, threads, fmt, copies, label, user, system) = sys.argv[1:]
 mel_parallel_cpu, decode_parallel, decode_parallel_cpu = float(mel_parallel_cpu), float(decode_parallel), float(decode_parallel_cpu)
 mel, mel_cpu, mel_parallel, wall, ranks = float(mel), float(mel_cpu), float(mel_parallel), float(end) - float(start), int(ranks)
 decode, decode_cpu = float(decode), float(decode_cpu)
@@ -173,14 +177,15 @@ limit_cpu = 1 / (1 / decode_cpu + 1 / mel_cpu) if decode_cpu > 0 else 0.0
 limit_all = 1 / (1 / decode_parallel + 1 / float(mel_parallel)) if decode_parallel > 0 else 0.0
 limit_all_cpu = 1 / (1 / decode_parallel_cpu + 1 / mel_parallel_cpu) if decode_parallel_cpu > 0 and mel_parallel_cpu > 0 else 0.0
 cpu_seconds = float(user) + float(system)
-cores = min(ranks, os.cpu_count())
+threads = int(threads)
+cores = min(ranks * threads, os.cpu_count())
 manifest = json.load(open(f"{cache}/manifest.json"))
 report = json.load(open(f"{cache}/prep-report.json"))
 audio = manifest["totals"]["seconds"]
 per_core = audio / wall / cores
 print(f"== {label}: wall {wall:.1f} s, CPU {cpu_seconds:.1f} s (user {float(user):.1f} + sys {float(system):.1f})")
 print(f"corpus: sample corpus x {copies} as {fmt}, {manifest['totals']['samples']} clips, {audio / 3600:.2f} h; "
-      f"{ranks} rank(s) x 1 worker on {os.cpu_count()} core(s); load average {os.getloadavg()[0]:.1f}")
+      f"{ranks} rank(s) x {threads} worker(s) on {os.cpu_count()} core(s); load average {os.getloadavg()[0]:.1f}")
 print(f"{'':<44}{'audio-s/s':>12}")
 print(f"{'mel math alone, 1 core':<44}{mel:>12.0f}")
 print(f"{'mel math alone, per CPU-second':<44}{mel_cpu:>12.0f}")
