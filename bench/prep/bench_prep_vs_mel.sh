@@ -7,6 +7,7 @@
 #
 #   bench/prep/bench_prep_vs_mel.sh [BUILD_DIR] [COPIES] [FORMAT] [RANKS]
 #
+# PREP_ARGS="--set cache.mel_dtype=float16" passes more arguments to the prep.
 # SHARD_SIZE=N sets cache.shard_size (default: the config's default, 256 rows; this script used 64
 # until 2026-11-27, which made 4x the shards and their per-shard costs).
 #
@@ -153,7 +154,7 @@ launcher="mpirun --bind-to none -np $ranks"
 # on a loaded machine wall time also counts waiting for a core.
 start=$(date +%s.%N)
 cpu=$( { TIMEFORMAT='%U %S'; time $launcher "$prep_sluice" prep --corpus "$work/corpus" --out "$work/cache" --threads "$threads" \
-  ${SHARD_SIZE:+--set cache.shard_size=$SHARD_SIZE} >"$work/prep-log.txt" 2>&1; } 2>&1 )
+  ${SHARD_SIZE:+--set cache.shard_size=$SHARD_SIZE} ${PREP_ARGS:-} >"$work/prep-log.txt" 2>&1; } 2>&1 )
 end=$(date +%s.%N)
 after=$(one_core_rates)
 read -r mel_rate mel_cpu_rate decode_rate decode_cpu_rate < <(/usr/bin/python3 -c '
