@@ -134,8 +134,97 @@ PrepRankAnalysis analyze_prep_rank(const RankTimeline& t, const nlohmann::json& 
     r.audio_seconds = reported.value("audio_seconds", -1.0);
     r.rejects = reported.value("rejects", int64_t{-1});
     if (r.audio_seconds >= 0 && r.window_seconds > 0) r.audio_seconds_per_second = r.audio_seconds / r.window_seconds;
+    const nlohmann::json stages = reported.value("stages", nlohmann::json::object());
+    r.writer.workers = reported.value("workers", 0);
+    r.writer.wall_seconds = reported.value("wall_seconds", 0.0);
+    r.writer.write_seconds = stages.value("write", 0.0);
+    r.writer.worker_busy_seconds = stages.value("decode", 0.0) + stages.value("text", 0.0) + stages.value("features", 0.0);
+    r.writer.writer_cpu_seconds = reported.value("cpu_seconds", nlohmann::json::object()).value("writer", 0.0);
+    r.writer.mel_bytes = reported.value("mel_bytes", int64_t{0});
   }
   return r;
+}
+
+// The write_bound rule's thresholds (docs/report.md, "The prep report"). A rank's writer busy for
+// most of the rank's time while its workers wait is the rank's limit: each worker may run only a
+// bounded window of rows ahead of the writer. Below kMinWallSeconds a rank's fixed costs (the
+// first shard's create, the last commit's fsync) are too large a part to judge.
+constexpr double kWriteBoundWriterShare = 0.8;   // writer busy >= 80% of the rank's wall time
+constexpr double kWriteBoundWorkerShare = 0.6;   // workers busy <= 60% of theirs
+constexpr double kWriteBoundHighWorkerShare = 0.3;
+constexpr double kWriterWaitingCpuShare = 0.5;   // writer on the CPU < 50% of its busy time: it waits
+constexpr double kMinWallSeconds = 1.0;
+
+bool is_write_bound(const WriterFacts& w) {
+  if (w.workers <= 0 || w.wall_seconds < kMinWallSeconds) return false;
+  return w.write_seconds >= kWriteBoundWriterShare * w.wall_seconds &&
+         w.worker_busy_seconds <= kWriteBoundWorkerShare * w.workers * w.wall_seconds;
+}
+
+double worker_share(const WriterFacts& w) { return w.worker_busy_seconds / (w.workers * w.wall_seconds); }
+
+// One verdict for every write-bound rank, naming the one whose workers waited most; the count of
+// the others keeps it one line at 4,096 ranks. The cause is the writer's CPU time against its busy
+// time: a writer that mostly waited was held up by the storage under --out (its rate is the bytes
+// over the busy time), one that mostly ran is out of CPU for its workers.
+std::optional<StallVerdict> write_bound_verdict(const PrepAnalysis& a) {
+  const PrepRankAnalysis* worst = nullptr;
+  int bound = 0;
+  double rate_together = 0;  // the bound ranks' rates summed: what their storage gave them at once
+  for (const auto& r : a.ranks) {
+    if (!is_write_bound(r.writer)) continue;
+    ++bound;
+    rate_together += r.writer.mel_bytes / r.writer.write_seconds;
+    if (!worst || worker_share(r.writer) < worker_share(worst->writer)) worst = &r;
+  }
+  if (!worst) return std::nullopt;
+  const WriterFacts& w = worst->writer;
+  const double busy = worker_share(w);
+  const double write_share = w.write_seconds / w.wall_seconds;
+  const double cpu_share = w.writer_cpu_seconds / w.write_seconds;
+  const bool storage = cpu_share < kWriterWaitingCpuShare;
+  const double rate = w.mel_bytes / w.write_seconds;
+  StallVerdict v(VerdictKind::write_bound, busy <= kWriteBoundHighWorkerShare ? Severity::high : Severity::moderate,
+                 worst->rank);
+  v.role = RoleKind::prep;
+  v.numbers = {{"rank", worst->rank},
+               {"host", worst->host},
+               {"cause", storage ? "storage" : "writer_cpu"},
+               {"write_bound_ranks", bound},
+               {"prep_ranks", a.ranks.size()},
+               {"workers", w.workers},
+               {"wall_seconds", w.wall_seconds},
+               {"write_seconds", w.write_seconds},
+               {"write_fraction", write_share},
+               {"writer_cpu_seconds", w.writer_cpu_seconds},
+               {"writer_cpu_fraction", cpu_share},
+               {"worker_busy_fraction", busy},
+               {"mel_bytes", w.mel_bytes},
+               {"write_bytes_per_s", rate},
+               {"write_bytes_per_s_together", rate_together}};
+  const std::string others =
+      bound > 1 ? fmt::format(" ({} of the {} prep ranks alike, {:.2f} MB/s together)", bound, a.ranks.size(),
+                              rate_together / 1e6)
+                : std::string();
+  const std::string workers = fmt::format("its {} {} busy {:.0f}% of the time", w.workers,
+                                          w.workers == 1 ? "worker was" : "workers were", 100 * busy);
+  if (storage) {
+    v.summary = fmt::format("{}'s writer was busy {:.1f} s of the rank's {:.1f} s ({:.0f}%), on the CPU for only {:.2f} s "
+                            "of it: it waited for the cache's storage, which took {:.1f} MB of mels at {:.2f} MB/s; {}{}",
+                            worst->name, w.write_seconds, w.wall_seconds, 100 * write_share, w.writer_cpu_seconds,
+                            w.mel_bytes / 1e6, rate / 1e6, workers, others);
+    v.recommendation = "the storage under --out is the limit, not the CPU: write the cache to faster storage (node-local "
+                       "disk, then copy it where training reads it) or lift the job's I/O limit (cgroup blkio/io.max); "
+                       "more prep.threads will not help";
+  } else {
+    v.summary = fmt::format("{}'s writer was busy {:.1f} s of the rank's {:.1f} s ({:.0f}%), {:.0f}% of it on the CPU: one "
+                            "writer cannot keep up with the rank's workers ({:.1f} MB of mels at {:.2f} MB/s); {}{}",
+                            worst->name, w.write_seconds, w.wall_seconds, 100 * write_share, 100 * cpu_share,
+                            w.mel_bytes / 1e6, rate / 1e6, workers, others);
+    v.recommendation = "run more prep ranks per node with fewer prep.threads each (each rank has its own writer: "
+                       "--ntasks-per-node up, --cpus-per-task down), or halve the bytes with cache.mel_dtype: float16";
+  }
+  return v;
 }
 
 StallVerdict prep_straggler_verdict(const PrepAnalysis& a, const StragglerFinding& f) {
@@ -203,13 +292,14 @@ StallVerdict balanced_verdict(const PrepAnalysis& a) {
 }
 
 // A stop first (on purpose or on an error), then a hang unless the stop explains it (a missing
-// rank still is one), then stragglers; "balanced" when none holds.
+// rank still is one), then stragglers, then write-bound ranks; "balanced" when none holds.
 std::vector<StallVerdict> prep_verdicts(const PrepAnalysis& a) {
   std::vector<StallVerdict> verdicts;
   const auto stopped = stop_verdict(a);
   if (a.hang.any && (!stopped || !a.hang.missing_ranks.empty())) verdicts.push_back(prep_hang_verdict(a.hang));
   if (stopped) verdicts.push_back(*stopped);
   for (auto& v : prep_straggler_verdicts(a)) verdicts.push_back(v);
+  if (auto write_bound = write_bound_verdict(a)) verdicts.push_back(*write_bound);
   if (verdicts.empty() && a.ranks.size() > 1) verdicts.push_back(balanced_verdict(a));
   return verdicts;
 }

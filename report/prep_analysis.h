@@ -16,6 +16,18 @@ namespace sluice::report {
 
 inline constexpr std::array<Stage, 4> prep_stages = {Stage::decode, Stage::resample, Stage::features, Stage::write};
 
+// A prep rank's builder as it accounted for itself (prep-report.json, runtime/prep/rank_result.h):
+// its wall time, the busy time of its one writer and of its workers, the writer's CPU time and
+// the bytes of /mel it wrote. The write_bound rule reads these.
+struct WriterFacts {
+  int workers = 0;
+  double wall_seconds = 0;
+  double write_seconds = 0;         // the writer's appends and commits (fsync included)
+  double worker_busy_seconds = 0;   // decode + text + features, summed over the workers
+  double writer_cpu_seconds = 0;
+  int64_t mel_bytes = 0;
+};
+
 struct PrepRankAnalysis {
   int rank = 0;
   std::string name;
@@ -30,6 +42,7 @@ struct PrepRankAnalysis {
   std::map<Stage, double> stage_seconds;
   std::vector<double> row_busy_seconds;  // decode + resample + features + write per row
   Distribution row_seconds;
+  WriterFacts writer;  // from prep-report.json; workers == 0 when it does not say
 };
 
 struct PrepAnalysis {

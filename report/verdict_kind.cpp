@@ -6,7 +6,7 @@
 namespace sluice::report {
 namespace {
 
-constexpr std::array<std::pair<VerdictKind, std::string_view>, 12> kind_names = {{
+constexpr std::array<std::pair<VerdictKind, std::string_view>, 13> kind_names = {{
     {VerdictKind::input_bound, "input_bound"},
     {VerdictKind::compute_bound, "compute_bound"},
     {VerdictKind::communication_bound, "communication_bound"},
@@ -19,6 +19,7 @@ constexpr std::array<std::pair<VerdictKind, std::string_view>, 12> kind_names = 
     {VerdictKind::stopped, "stopped"},
     {VerdictKind::no_verdict, "no_verdict"},
     {VerdictKind::balanced, "balanced"},
+    {VerdictKind::write_bound, "write_bound"},
 }};
 
 constexpr std::array<std::pair<Severity, std::string_view>, 3> severity_names = {{

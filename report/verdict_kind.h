@@ -20,6 +20,7 @@ enum class VerdictKind {
   stopped,
   no_verdict,
   balanced,
+  write_bound,
 };
 
 // "input_bound", "cyclic_stall", ...: report.json's `kind`.

@@ -54,6 +54,7 @@ PrepRankResult PrepRankResult::from_build(const BuildResult& result, int rank, c
   out.wall_seconds = result.wall_seconds;
   out.stages = result.stages;
   out.cpu = result.cpu;
+  out.writer = result.writer;
   return out;
 }
 
@@ -78,7 +79,9 @@ json PrepRankResult::to_json() const {
           {"wall_seconds", wall_seconds},
           {"stages",
            {{"decode", stages.decode}, {"text", stages.text}, {"features", stages.features}, {"write", stages.write}}},
-          {"cpu_seconds", {{"workers", cpu.workers}, {"writer", cpu.writer}}}};
+          {"cpu_seconds", {{"workers", cpu.workers}, {"writer", cpu.writer}}},
+          {"workers", writer.workers},
+          {"mel_bytes", writer.mel_bytes}};
 }
 
 PrepRankResult PrepRankResult::from_json(const json& in) {
@@ -106,6 +109,7 @@ PrepRankResult PrepRankResult::from_json(const json& in) {
                 stages.at("write").get<double>()};
   const json cpu = in.value("cpu_seconds", json::object());
   out.cpu = {cpu.value("workers", 0.0), cpu.value("writer", 0.0)};
+  out.writer = {in.value("workers", 0), in.value("mel_bytes", int64_t{0})};
   return out;
 }
 

@@ -30,13 +30,15 @@ struct PrepRankResult {
   double wall_seconds = 0;
   StageSeconds stages;
   ThreadCpuSeconds cpu;
+  WriterLoad writer;
 
   // The builder's result on `rank` (on `host`); its error, if any, becomes `error`'s text.
   static PrepRankResult from_build(const BuildResult& result, int rank, const std::string& host);
   // The wire and report form: {rank, host, ok, error, error_kind ("environment" or ""), shards
   // ([shard, kept, samples, rejects] each), shards_kept, samples, rejects, frames, audio_seconds,
   // reject_reasons, unknown ({code point: count}), wall_seconds, stages, cpu_seconds ({workers,
-  // writer}: the builder threads' CPU time)}.
+  // writer}: the builder threads' CPU time), workers (worker threads), mel_bytes (written by the
+  // writer)}.
   nlohmann::json to_json() const;
   static PrepRankResult from_json(const nlohmann::json& json);
 };

@@ -374,7 +374,9 @@ struct ShardBuilder::State {
             sample.n_tokens = static_cast<int64_t>(item.tokens.size());
             sample.seconds = item.seconds;
             shard.append(sample);
-            write_span.set_bytes(item.n_frames * settings.mel.n_mels * static_cast<int64_t>(sizeof(float)));
+            const int64_t mel_bytes = item.n_frames * settings.mel.n_mels * (settings.writer.float16_mels ? 2 : 4);
+            write_span.set_bytes(mel_bytes);
+            result.writer.mel_bytes += mel_bytes;
             ++outcome.samples;
             result.frames += item.n_frames;
             result.audio_seconds += item.seconds;
@@ -496,6 +498,7 @@ void ShardBuilder::start() {
   // workers waiting at every commit. 64 rows of mels are ~7 MB at 4 s per clip.
   s.slots.resize(static_cast<size_t>(std::max(64, 4 * workers + 8)));
   s.running = workers + 2;
+  s.result.writer.workers = workers;
   auto run = [&s](void (State::*body)()) {
     return std::thread([&s, body] {
       (s.*body)();

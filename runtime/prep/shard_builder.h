@@ -73,6 +73,14 @@ struct ThreadCpuSeconds {
   double writer = 0;
 };
 
+// What the rank's one writer put through: the report compares its busy time with its CPU time
+// (report/prep_analysis.cpp, the write_bound rule), so that a writer waiting for storage and one
+// out of CPU are told apart, and the storage's rate can be given.
+struct WriterLoad {
+  int workers = 0;          // the worker threads it served
+  int64_t mel_bytes = 0;    // /mel values written (frames x n_mels x 4, or 2 with float16)
+};
+
 struct ShardOutcome {
   int64_t shard = 0;
   bool kept = false;  // complete from an earlier run with the same fingerprint
@@ -90,6 +98,7 @@ struct BuildResult {
   dataset::UnknownCounts unknown;
   StageSeconds stages;
   ThreadCpuSeconds cpu;
+  WriterLoad writer;
   double wall_seconds = 0;
   std::exception_ptr error;  // set when the rank failed; no shard of it was left half written
 };

@@ -420,6 +420,71 @@ TEST(Prep, BalancedRanksGiveNoStraggler) {
   EXPECT_EQ(analysis.verdicts[0].kind, VerdictKind::balanced);
 }
 
+// prep-report.json's entry for one rank's builder: `write` seconds of its writer's `wall`, the
+// workers' busy seconds and the writer's CPU seconds, 8 MB of mels.
+nlohmann::json builder_entry(int rank, int workers, double wall, double write, double worker_busy, double writer_cpu) {
+  return {{"rank", rank},
+          {"audio_seconds", 100.0},
+          {"rejects", 0},
+          {"workers", workers},
+          {"wall_seconds", wall},
+          {"stages", {{"decode", 0.2 * worker_busy}, {"text", 0.0}, {"features", 0.8 * worker_busy}, {"write", write}}},
+          {"cpu_seconds", {{"workers", worker_busy}, {"writer", writer_cpu}}},
+          {"mel_bytes", 8'000'000}};
+}
+
+const StallVerdict* find_kind(const PrepAnalysis& analysis, VerdictKind kind) {
+  for (const auto& v : analysis.verdicts) {
+    if (v.kind == kind) return &v;
+  }
+  return nullptr;
+}
+
+// The write_bound rule: a writer busy >= 80% of its rank's wall time while the workers are busy
+// <= 60% of theirs. Its CPU time against its busy time tells waiting for storage from running out
+// of CPU; the worst rank is named and the others counted.
+TEST(Prep, AWriterBusyWhileTheWorkersWaitIsWriteBound) {
+  const auto timelines = testing::make_prep_timelines(3, 60, [](int) { return 1.0; });
+  // Ranks 0 and 2 wait for storage (writer on the CPU for 5% of its time); rank 2's workers are the
+  // idler (10% busy); rank 1 is healthy (writer 25% busy, workers 95%).
+  const nlohmann::json storage = {{"ranks",
+                                   {builder_entry(0, 4, 10.0, 9.5, 0.4 * 4 * 10.0, 0.5),
+                                    builder_entry(1, 4, 10.0, 2.5, 0.95 * 4 * 10.0, 2.0),
+                                    builder_entry(2, 4, 10.0, 9.8, 0.1 * 4 * 10.0, 0.4)}}};
+  auto analysis = analyze_prep(timelines, storage);
+  const StallVerdict* v = find_kind(analysis, VerdictKind::write_bound);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->rank, 2);
+  EXPECT_EQ(v->severity, Severity::high);  // workers busy 10% <= 30%
+  EXPECT_EQ(v->numbers["cause"], "storage");
+  EXPECT_EQ(v->numbers["write_bound_ranks"], 2);
+  EXPECT_NEAR(v->numbers["write_bytes_per_s"].get<double>(), 8e6 / 9.8, 1);
+  EXPECT_NEAR(v->numbers["write_bytes_per_s_together"].get<double>(), 8e6 / 9.8 + 8e6 / 9.5, 1);
+  EXPECT_NE(v->summary.find("waited for the cache's storage"), std::string::npos) << v->summary;
+  EXPECT_NE(v->summary.find("2 of the 3 prep ranks alike"), std::string::npos) << v->summary;
+  EXPECT_NE(v->recommendation.find("faster storage"), std::string::npos) << v->recommendation;
+  EXPECT_EQ(find_kind(analysis, VerdictKind::balanced), nullptr);
+
+  // The writer on the CPU for 90% of its busy time: out of CPU for its workers, MODERATE at 50%.
+  const nlohmann::json cpu = {{"ranks", {builder_entry(0, 8, 10.0, 9.0, 0.5 * 8 * 10.0, 8.1)}}};
+  analysis = analyze_prep(testing::make_prep_timelines(1, 60, [](int) { return 1.0; }), cpu);
+  v = find_kind(analysis, VerdictKind::write_bound);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->severity, Severity::moderate);
+  EXPECT_EQ(v->numbers["cause"], "writer_cpu");
+  EXPECT_NE(v->recommendation.find("more prep ranks per node"), std::string::npos) << v->recommendation;
+
+  // Not write-bound: the workers busy (both at their limit), the writer under 80%, a rank under a
+  // second, or an older prep-report.json without the counts.
+  for (const auto& entry : {builder_entry(0, 4, 10.0, 9.5, 0.7 * 4 * 10.0, 0.5),
+                            builder_entry(0, 4, 10.0, 7.5, 0.1 * 4 * 10.0, 0.5),
+                            builder_entry(0, 4, 0.9, 0.89, 0.0, 0.01),
+                            builder_entry(0, 0, 10.0, 9.5, 0.0, 0.5)}) {
+    analysis = analyze_prep(testing::make_prep_timelines(1, 60, [](int) { return 1.0; }), {{"ranks", {entry}}});
+    EXPECT_EQ(find_kind(analysis, VerdictKind::write_bound), nullptr) << entry.dump();
+  }
+}
+
 TEST(RobustStats, PercentilesAndModifiedZ) {
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 50), 3);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 100), 5);

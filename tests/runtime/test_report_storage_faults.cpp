@@ -1,7 +1,7 @@
 // The bottleneck report against storage faults made from OUTSIDE the process: the cache on a real
 // block device (a loop device over a file, ext4) whose reads the data rank's cgroup throttles
-// (blkio.throttle.read_bps_device on cgroup v1, io.max on v2), and a prep whose output file system
-// fills up (a small tmpfs). The real binary under mpirun; each case asserts the verdict's class,
+// (blkio.throttle.read_bps_device on cgroup v1, io.max on v2), a prep onto such a device whose
+// writes its cgroup throttles, and a prep whose output file system fills up (a small tmpfs). The real binary under mpirun; each case asserts the verdict's class,
 // the rank it names and the cause it gives (docs/report.md). Skipped where loop devices, mounting
 // or an I/O-throttling cgroup are not available (not root, a container without CAP_SYS_ADMIN).
 #include <sys/mount.h>
@@ -109,36 +109,41 @@ class LoopDisk {
   bool mounted_ = false;
 };
 
-// A child cgroup whose reads from one block device are limited to `bytes_per_s` (v1 blkio
-// throttle, else v2 io.max); removed in the destructor once its processes have left. ok() is false
-// where neither controller is writable.
-class ReadThrottle {
+// A child cgroup whose reads from (or writes to) one block device are limited to `bytes_per_s`
+// (v1 blkio throttle, else v2 io.max); removed in the destructor once its processes have left.
+// ok() is false where neither controller is writable. On v1 a write limit holds for the writes
+// the cgroup's own tasks submit: direct I/O and the writeback an fsync does (a prep writer's
+// commit), not the kernel flusher's.
+class IoThrottle {
  public:
-  ReadThrottle(const std::string& name, const std::string& device_number, int64_t bytes_per_s) {
+  enum class Direction { read, write };
+  IoThrottle(const std::string& name, const std::string& device_number, int64_t bytes_per_s, Direction direction) {
     const fs::path v1 = "/sys/fs/cgroup/blkio", v2 = "/sys/fs/cgroup";
+    const bool reads = direction == Direction::read;
+    const std::string v1_file = reads ? "blkio.throttle.read_bps_device" : "blkio.throttle.write_bps_device";
+    const std::string v2_key = std::string(reads ? "rbps=" : "wbps=") + std::to_string(bytes_per_s);
     std::error_code error;
-    if (fs::exists(v1 / "blkio.throttle.read_bps_device")) {
+    if (fs::exists(v1 / v1_file)) {
       if (!fs::create_directory(v1 / name, error) && error) return;
       dir_ = v1 / name;
-      std::ofstream(dir_ / "blkio.throttle.read_bps_device") << device_number << " " << bytes_per_s;
-      ok_ = read_text(dir_ / "blkio.throttle.read_bps_device").find(device_number + " " + std::to_string(bytes_per_s)) !=
-            std::string::npos;
+      std::ofstream(dir_ / v1_file) << device_number << " " << bytes_per_s;
+      ok_ = read_text(dir_ / v1_file).find(device_number + " " + std::to_string(bytes_per_s)) != std::string::npos;
     } else if (read_text(v2 / "cgroup.controllers").find("io") != std::string::npos) {
       std::ofstream(v2 / "cgroup.subtree_control") << "+io";
       if (!fs::create_directory(v2 / name, error) && error) return;
       dir_ = v2 / name;
-      std::ofstream(dir_ / "io.max") << device_number << " rbps=" << bytes_per_s;
-      ok_ = read_text(dir_ / "io.max").find("rbps=" + std::to_string(bytes_per_s)) != std::string::npos;
+      std::ofstream(dir_ / "io.max") << device_number << " " << v2_key;
+      ok_ = read_text(dir_ / "io.max").find(v2_key) != std::string::npos;
     }
   }
-  ~ReadThrottle() {
+  ~IoThrottle() {
     if (dir_.empty()) return;
     for (int i = 0; i < 100 && !trimmed(read_text(dir_ / "cgroup.procs")).empty(); ++i) std::this_thread::sleep_for(100ms);
     std::error_code ignored;
     fs::remove(dir_, ignored);
   }
-  ReadThrottle(const ReadThrottle&) = delete;
-  ReadThrottle& operator=(const ReadThrottle&) = delete;
+  IoThrottle(const IoThrottle&) = delete;
+  IoThrottle& operator=(const IoThrottle&) = delete;
 
   bool ok() const { return ok_; }
   const fs::path& dir() const { return dir_; }
@@ -167,7 +172,8 @@ TEST_F(ReportStorageFaults, ThrottledCacheDeviceIsTheInputBottleneck) {
   LoopDisk disk(work / "disk.img", work / "mnt", 96);
   if (!disk.why_not().empty()) GTEST_SKIP() << "no loop-device file system here: " << disk.why_not();
   constexpr int64_t limit = 250 * 1000;
-  ReadThrottle throttle("sluice-test-read-" + std::to_string(::getpid()), disk.device_number(), limit);
+  IoThrottle throttle("sluice-test-read-" + std::to_string(::getpid()), disk.device_number(), limit,
+                      IoThrottle::Direction::read);
   if (!throttle.ok()) {
     GTEST_SKIP() << "no writable I/O throttle (cgroup v1 blkio.throttle.read_bps_device or v2 io.max) for "
                  << disk.device() << " here";
@@ -260,6 +266,62 @@ TEST_F(ReportStorageFaults, PrepOnAFullDiskIsAStopNotAHang) {
   EXPECT_NE(summary.find("no space left on device"), std::string::npos) << summary;
   EXPECT_NE(stop["recommendation"].get<std::string>().find("free space on that file system"), std::string::npos)
       << stop;
+}
+
+// Prep (2 ranks, 1 worker each) writes the sample corpus's cache onto a loop device that its
+// cgroup may write at 2 MB/s: each shard's commit (its fsync) waits for the device, the workers
+// finish their rows and wait for the writer. The report must say write_bound, name a rank, give
+// storage as the cause with the rate the device took (at most the limit), and not call the run
+// balanced. The same prep unthrottled on the same file system first: not write-bound.
+TEST_F(ReportStorageFaults, PrepOnAWriteThrottledDiskIsWriteBound) {
+  const fs::path work = test::scratch_dir("report-storage", "slow-write");
+  LoopDisk disk(work / "disk.img", work / "mnt", 96);
+  if (!disk.why_not().empty()) GTEST_SKIP() << "no loop-device file system here: " << disk.why_not();
+  constexpr int64_t limit = 2'000'000;
+  IoThrottle throttle("sluice-test-write-" + std::to_string(::getpid()), disk.device_number(), limit,
+                      IoThrottle::Direction::write);
+  if (!throttle.ok()) {
+    GTEST_SKIP() << "no writable I/O throttle (cgroup v1 blkio.throttle.write_bps_device or v2 io.max) for "
+                 << disk.device() << " here";
+  }
+  const auto prep = [&](const fs::path& cache, bool throttled) {
+    const std::string sluice = std::string(SLUICE_BINARY) + " prep --corpus " + SLUICE_SAMPLE_CORPUS + " --out " +
+                               cache.string() + " --threads 1 --set cache.shard_size=32 --set runtime.timeout_s=120";
+    const std::string enter = throttled ? "echo $$ > " + (throttle.dir() / "cgroup.procs").string() + " || exit 9; " : "";
+    return run_command(std::string(SLUICE_MPIEXEC) + " --oversubscribe --bind-to none -np 2 sh -c '" + enter + "exec " +
+                       sluice + "'");
+  };
+
+  const fs::path free_cache = work / "mnt" / "free";
+  const auto free_run = prep(free_cache, false);
+  ASSERT_EQ(free_run.exit_code, 0) << free_run.output;
+  const json free_report = read_json(free_cache / "report.json");
+  EXPECT_TRUE(verdict(free_report, "write_bound").is_null()) << verdict_text(free_report);
+
+  const fs::path cache = work / "mnt" / "throttled";
+  const auto result = prep(cache, true);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ASSERT_TRUE(fs::exists(cache / "manifest.json"));
+  const json report = read_json(cache / "report.json");
+  std::printf("%s", verdict_text(report).c_str());
+  const json bound = verdict(report, "write_bound");
+  ASSERT_FALSE(bound.is_null()) << verdict_text(report);
+  EXPECT_TRUE(verdict(report, "balanced").is_null()) << verdict_text(report);
+  const int rank = bound["rank"].get<int>();
+  EXPECT_TRUE(rank == 0 || rank == 1) << bound;
+  EXPECT_EQ(bound["numbers"]["cause"], "storage") << bound;
+  EXPECT_EQ(bound["numbers"]["write_bound_ranks"], 2) << bound;
+  EXPECT_GE(bound["numbers"]["write_fraction"].get<double>(), 0.8) << bound;
+  EXPECT_LT(bound["numbers"]["writer_cpu_fraction"].get<double>(), 0.5) << bound;
+  // The rate is the rank's own bytes of mels over its writer's busy time: real bytes, never faster
+  // than the device's limit, which both ranks share (a first burst passes before the throttle).
+  const double together = bound["numbers"]["write_bytes_per_s_together"].get<double>();
+  EXPECT_GT(bound["numbers"]["write_bytes_per_s"].get<double>(), 0.0) << bound;
+  EXPECT_LT(together, 1.5 * static_cast<double>(limit)) << bound;
+  const std::string summary = bound["summary"].get<std::string>();
+  EXPECT_NE(summary.find("waited for the cache's storage"), std::string::npos) << summary;
+  EXPECT_NE(bound["recommendation"].get<std::string>().find("the storage under --out is the limit"), std::string::npos)
+      << bound;
 }
 
 }  // namespace
