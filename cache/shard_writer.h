@@ -54,6 +54,9 @@ struct ShardWriterOptions {
   // it, so /mel_sum and /mel_sum_sq describe the stored values; a value past float16's range
   // (|x| > 65504) is a CacheError.
   bool float16_mels = false;
+
+  // Bytes of one stored /mel value.
+  int mel_value_bytes() const { return float16_mels ? 2 : 4; }
 };
 
 class ShardWriter {

@@ -1,7 +1,6 @@
 #include "bench/measure/mel_bench.h"
 
 #include <sndfile.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -153,12 +152,6 @@ double time_pipeline(const std::vector<fs::path>& files, const MelConfig& config
     }
   }
   return seconds_since(start);
-}
-
-double thread_cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
 }
 
 struct MelOnlyTime {

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <ctime>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -28,13 +27,6 @@
 namespace sluice::runtime {
 namespace {
 
-
-// This thread's CPU seconds so far.
-double thread_cpu_seconds() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
-}
 
 void record_span(timing::Stage stage, int64_t start_ns, int64_t end_ns, int64_t row) {
   timing::Span span;
@@ -374,7 +366,7 @@ struct ShardBuilder::State {
             sample.n_tokens = static_cast<int64_t>(item.tokens.size());
             sample.seconds = item.seconds;
             shard.append(sample);
-            const int64_t mel_bytes = item.n_frames * settings.mel.n_mels * (settings.writer.float16_mels ? 2 : 4);
+            const int64_t mel_bytes = item.n_frames * settings.mel.n_mels * settings.writer.mel_value_bytes();
             write_span.set_bytes(mel_bytes);
             result.writer.mel_bytes += mel_bytes;
             ++outcome.samples;

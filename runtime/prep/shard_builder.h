@@ -78,7 +78,7 @@ struct ThreadCpuSeconds {
 // out of CPU are told apart, and the storage's rate can be given.
 struct WriterLoad {
   int workers = 0;          // the worker threads it served
-  int64_t mel_bytes = 0;    // /mel values written (frames x n_mels x 4, or 2 with float16)
+  int64_t mel_bytes = 0;    // /mel bytes written (frames x n_mels x ShardWriterOptions::mel_value_bytes())
 };
 
 struct ShardOutcome {
