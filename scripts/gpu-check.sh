@@ -243,9 +243,13 @@ for stage in "$@"; do
   python)
     need_sample_cache
     mkdir -p $bench/python && ln -sfn $sample_cache $bench/python/cache
-    step python-rank 120 env PYTHON=python3 BENCH_DIR=$bench/python bash bench/python/eta_pair.sh $build 1 80 0,2 \
-      -- --set model.device=cuda
+    # PYTHONFAULTHANDLER: should the Python rank crash again (SIGSEGV in visit 2, cause unknown), its
+    # log gets every Python thread's stack beside Open MPI's native backtrace.
+    step python-rank 120 env PYTHON=python3 PYTHONFAULTHANDLER=1 BENCH_DIR=$bench/python bash bench/python/eta_pair.sh \
+      $build 1 80 0,2 -- --set model.device=cuda
     keep python-rank "eta|load" 6
+    grep -h -E -A12 "Fatal Python error|Process received signal" $bench/python/*.log 2>/dev/null | head -60 |
+      sed "s/^/  [python-rank crash] /" >>"$out/summary.txt"
     # The runs' own logs (the Python rank crashed in visit 2 and its log stayed there).
     mkdir -p "$logs/runs" && cp $bench/python/*.log "$logs/runs/" 2>/dev/null
     pack
