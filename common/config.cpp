@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -54,9 +55,19 @@ void validate(const Setting& setting, const std::string& text, const std::string
     return;
   }
   if (!std::isfinite(numeric) || numeric < setting.min || numeric > setting.max) {
-    std::ostringstream range;
-    range << "must be in [" << setting.min << ", " << setting.max << "], got " << text;
-    fail(range.str());
+    // Bounds as a person writes them (1048576, not the stream's 1.04858e+06); a side the schema
+    // leaves open (+-1e300) is not spelt out.
+    auto bound = [](double value) {
+      std::ostringstream out;
+      out << std::setprecision(15) << value;
+      return out.str();
+    };
+    const bool open_above = setting.max >= 1e300;
+    const bool open_below = setting.min <= -1e300;
+    const std::string range = open_above   ? "must be at least " + bound(setting.min)
+                              : open_below ? "must be at most " + bound(setting.max)
+                                           : "must be in [" + bound(setting.min) + ", " + bound(setting.max) + "]";
+    fail(range + ", got " + text);
   }
 }
 

@@ -1,7 +1,7 @@
 // The dispatch both executables share (launch.h): the commands that need no libtorch (prep,
-// cache, config, report: commands/), the exit codes, and the end of a failed job. It holds no
-// logic of its own: each command's line is in commands/, which hands over to runtime/, cache/ or
-// report/.
+// cache, config, report: commands/), the exit codes, the end of a failed job, and the parse of the
+// command line (naming a misspelt command or option). It holds no command's logic: each command's
+// line is in commands/, which hands over to runtime/, cache/ or report/.
 #include "launcher/launch.h"
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mpi_session.h"
+#include "common/text_match.h"
 #include "runtime/prep/prep_job.h"
 
 namespace sluice::launcher {
@@ -130,13 +131,78 @@ int end_job(const MpiSession& session, const Error& error, double abort_grace_s)
   session.abort(code);
 }
 
+// CLI11 answers a misspelt command (`sluice cache verfy DIR`) with "A subcommand is required" and
+// a misspelt option with "The following arguments were not expected": neither says which word it
+// could not place, nor what was meant. These two name it, with the closest name as a suggestion.
+
+// The first command word that is not a command of its level (where one is required), with the
+// commands there; "" when every command word is known.
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* level = &app;
+  std::string path = "sluice";
+  for (int i = 1; i < argc && level->get_require_subcommand_min() > 0; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return "";  // an option: CLI11's own message says more
+    std::vector<std::string> names;
+    const CLI::App* chosen = nullptr;
+    for (const CLI::App* command : level->get_subcommands([](const CLI::App*) { return true; })) {
+      names.push_back(command->get_name());
+      if (command->check_name(word)) chosen = command;
+    }
+    if (chosen == nullptr) {
+      std::string list;
+      for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+      const std::string close = closest_match(word, names);
+      return path + ": unknown command '" + word + "'" + (close.empty() ? "." : "; did you mean '" + close + "'?") +
+             " The commands are: " + list + ".";
+    }
+    level = chosen;
+    path += " " + chosen->get_name();
+  }
+  return "";
+}
+
+// For each --option the chosen command does not have, the closest one it has; "" when none is
+// close. The command's own options and those of the commands above it (--help) count.
+std::string misspelt_options(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* command = &app;
+  std::vector<std::string> known;
+  for (;;) {
+    for (const CLI::Option* option : command->get_options()) {
+      for (const auto& name : option->get_lnames()) known.push_back(name);
+    }
+    const auto chosen = command->get_subcommands();
+    if (chosen.empty()) break;
+    command = chosen.front();
+  }
+  std::string hints;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) != 0 || word.size() == 2) continue;
+    word = word.substr(2, word.find('=') == std::string::npos ? std::string::npos : word.find('=') - 2);
+    if (std::find(known.begin(), known.end(), word) != known.end()) continue;
+    if (const std::string close = closest_match(word, known); !close.empty()) {
+      hints += "--" + word + ": did you mean --" + close + "?\n";
+    }
+  }
+  return hints;
+}
+
 // Parses the command line. CLI11 prints --help and --version (exit 0) and a bad command line
 // with its reason (exit 2, not CLI11's own codes); nullopt when the chosen command should run.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::cerr << unknown << "\nRun with --help for more information." << std::endl;
+    return exit_usage;
+  }
   try {
     app.parse(argc, argv);
     return std::nullopt;
   } catch (const CLI::ParseError& error) {
+    if (const std::string hints = misspelt_options(app, argc, argv); !hints.empty() && error.get_exit_code() != 0) {
+      std::cerr << error.what() << "\n" << hints << "Run with --help for more information." << std::endl;
+      return exit_usage;
+    }
     return app.exit(error) == 0 ? exit_ok : exit_usage;
   }
 }

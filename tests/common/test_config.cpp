@@ -93,6 +93,20 @@ TEST(Config, WrongTypeNamesKeyAndValue) {
   EXPECT_NE(message.find("features.n_mels must be an integer, got 'eighty'"), std::string::npos) << message;
 }
 
+// Bounds are written as a person writes them: the stream's default said "[1, 1e+06]" and
+// "[0, 1.04858e+06]", and "[0, 1e+300]" for a setting with no upper bound.
+TEST(Config, RangeErrorsSpellTheBoundsOut) {
+  Schema schema = test_schema();
+  schema.add({"train.steps", ValueType::integer, "0", "steps to train", {}, 0});
+  schema.add({"train.batch_size", ValueType::integer, "16", "samples per step", {}, 0, 1048576});
+  const std::string wide = error_of([&] { Config::load(schema, "", {"features.f_max=2e6"}); });
+  EXPECT_NE(wide.find("features.f_max must be in [1, 1000000], got 2e6"), std::string::npos) << wide;
+  const std::string large = error_of([&] { Config::load(schema, "", {"train.batch_size=-1"}); });
+  EXPECT_NE(large.find("must be in [0, 1048576], got -1"), std::string::npos) << large;
+  const std::string open = error_of([&] { Config::load(schema, "", {"train.steps=-5"}); });
+  EXPECT_NE(open.find("train.steps must be at least 0, got -5"), std::string::npos) << open;
+}
+
 TEST(Config, RangeAndChoicesAreChecked) {
   const Schema schema = test_schema();
   EXPECT_NE(error_of([&] { Config::load(schema, "", {"features.n_mels=0"}); }).find("must be in [1, 1024]"),
