@@ -31,6 +31,26 @@ T field(const json& object, const char* key, const std::string& source, const st
   }
 }
 
+// A file by which `sluice prep` recognises a corpus folder (dataset/corpus.h), when `dir` has one
+// and no cache shard: a corpus passed where a cache belongs (train --cache) is then named as such.
+// "" otherwise. Only names are looked at, not the corpus's contents.
+std::string corpus_file_in(const fs::path& dir) {
+  std::error_code error;
+  std::string found;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    // A prep's own files: an unfinished cache, for which the usual message fits.
+    if (name.rfind("shard-", 0) == 0 || name == "sluice-prep.yaml" || name == "prep.lock" || name == "rejects.jsonl") {
+      return "";
+    }
+    if (found.empty() && (name == "metadata.csv" || name == "validated.tsv" || name == "wav48_silence_trimmed" ||
+                          it->path().extension() == ".jsonl")) {
+      found = name;
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 json ManifestTotals::to_json() const {
@@ -152,6 +172,11 @@ Manifest Manifest::read(const fs::path& dir) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
+    if (const std::string corpus_file = corpus_file_in(dir); !corpus_file.empty()) {
+      throw CacheError("no cache at " + dir.string() + ": it holds a corpus (" + corpus_file +
+                       "), not a cache; prepare it first with `sluice prep --corpus " + dir.string() +
+                       " --out CACHE_DIR` and pass CACHE_DIR as the cache");
+    }
     throw CacheError("no cache at " + dir.string() + ": " + path.filename().string() +
                      " is missing (an unfinished or interrupted prep leaves none); run "
                      "`sluice prep -c CONFIG` to build or complete it");

@@ -197,6 +197,22 @@ TEST(CacheReader, UnfinishedCacheErrorsClearly) {
   EXPECT_NE(message.find("sluice prep"), std::string::npos) << message;
 }
 
+// A corpus folder passed where a cache belongs (`sluice train --cache CORPUS`) is named as a corpus,
+// with the prep command that makes a cache of it; a prep's own leftovers still read as unfinished.
+TEST(CacheReader, ACorpusWhereACacheBelongsIsNamed) {
+  ScratchDir dir;
+  std::ofstream(dir.path() / "metadata.csv") << "LJ001-0001|Text|Text\n";
+  fs::create_directories(dir.path() / "wavs");
+  const std::string message = error_of([&] { CacheReader::open(dir.path()); });
+  EXPECT_NE(message.find("it holds a corpus (metadata.csv), not a cache"), std::string::npos) << message;
+  EXPECT_NE(message.find("sluice prep --corpus " + dir.path().string() + " --out CACHE_DIR"), std::string::npos)
+      << message;
+  ScratchDir unfinished;
+  std::ofstream(unfinished.path() / "rejects.jsonl") << "{}\n";
+  const std::string unfinished_message = error_of([&] { CacheReader::open(unfinished.path()); });
+  EXPECT_NE(unfinished_message.find("manifest.json is missing"), std::string::npos) << unfinished_message;
+}
+
 TEST(CacheReader, OtherFormatVersionErrorsClearly) {
   ScratchDir dir;
   testing::build_cache(dir.path(), 1, 3);
