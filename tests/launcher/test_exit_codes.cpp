@@ -12,6 +12,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -103,24 +104,17 @@ TEST(ExitCodes, EveryCommandAnswersABadOptionWith2AndHelpWith0) {
 // A misspelt command or option is named with what was meant. CLI11 alone answered
 // `sluice cache verfy DIR` with "A subcommand is required" and `--corpos` with "not expected".
 TEST(ExitCodes, AMisspeltCommandOrOptionIsNamedWithTheClosestOne) {
-  const auto command = run(sluice_binary + " cache verfy /tmp");
-  EXPECT_EQ(command.exit_code, 2) << command.output;
-  EXPECT_TRUE(contains(command.output, "sluice cache: unknown command 'verfy'; did you mean 'verify'?"))
-      << command.output;
-  EXPECT_TRUE(contains(command.output, "The commands are: verify, inspect.")) << command.output;
-  // In sluice-train too (bench runs there).
-  const auto bench = run(sluice_binary + " bench swep");
-  EXPECT_EQ(bench.exit_code, 2) << bench.output;
-  EXPECT_TRUE(contains(bench.output, "sluice bench: unknown command 'swep'; did you mean 'sweep'?")) << bench.output;
-  const auto top = run(sluice_binary + " xyzzy");
-  EXPECT_EQ(top.exit_code, 2) << top.output;
-  EXPECT_TRUE(contains(top.output, "sluice: unknown command 'xyzzy'. The commands are: prep, train")) << top.output;
-  const auto option = run(sluice_binary + " prep --corpos /tmp");
-  EXPECT_EQ(option.exit_code, 2) << option.output;
-  EXPECT_TRUE(contains(option.output, "--corpos: did you mean --corpus?")) << option.output;
-  const auto train_option = run(sluice_binary + " train --stpes 5");
-  EXPECT_EQ(train_option.exit_code, 2) << train_option.output;
-  EXPECT_TRUE(contains(train_option.output, "--stpes: did you mean --steps?")) << train_option.output;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"cache verfy /tmp", "sluice cache: unknown command 'verfy'; did you mean 'verify'? The commands are: verify, inspect."},
+      {"bench swep", "sluice bench: unknown command 'swep'; did you mean 'sweep'?"},  // in sluice-train
+      {"xyzzy", "sluice: unknown command 'xyzzy'. The commands are: prep, train"},
+      {"prep --corpos /tmp", "--corpos: did you mean --corpus?"},
+      {"train --stpes 5", "--stpes: did you mean --steps?"}};
+  for (const auto& [command, said] : cases) {
+    const auto result = run(sluice_binary + " " + command);
+    EXPECT_EQ(result.exit_code, 2) << command << ":\n" << result.output;
+    EXPECT_TRUE(contains(result.output, said)) << command << ":\n" << result.output;
+  }
 }
 
 // --- two executables, one command (launcher/launch.h) ------------------------------------------
